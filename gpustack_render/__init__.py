@@ -1,0 +1,1 @@
+"""gpustack-render: GPUStack worker NodeFeatures and Kueue chain as declarative rules."""

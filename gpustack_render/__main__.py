@@ -1,0 +1,3 @@
+from gpustack_render.cli import main
+
+main()

@@ -1,0 +1,90 @@
+"""User-facing problems and the one place that formats them.
+
+Every failure caused by input (snapshot, rules, templates, arguments) is a :class:`UserError`
+carrying one or more :class:`Problem` objects, so that all problems found in one pass can be shown
+at once and the CLI can map them to exit code 2 without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Iterable
+
+PROG = "gpustack-render"
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One problem, printed compiler-style: ``file:line:col: error: object: path: message``."""
+
+    message: str
+    file: str = ""
+    line: int | None = None
+    column: int | None = None
+    obj: str = ""
+    path: str = ""
+    hint: str = ""
+    severity: str = "error"
+
+    def location(self) -> str:
+        parts = [self.file] if self.file else []
+        if self.file and self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def format(self) -> str:
+        pieces = [p for p in (self.location(), self.severity, self.obj, self.path) if p]
+        text = ": ".join(pieces) + ": " + self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+@dataclass
+class UserError(Exception):
+    """Input the tool cannot work with; the job cannot be done (exit 2)."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(p.format() for p in self.problems)
+
+    @classmethod
+    def single(cls, message: str, **where: object) -> "UserError":
+        return cls([Problem(message=message, **where)])  # type: ignore[arg-type]
+
+
+class Diagnostics:
+    """Collects warnings (stderr, never the exit code) in a deterministic order."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        if message not in self._seen:
+            self._seen.add(message)
+            self.warnings.append(message)
+
+    def extend(self, messages: Iterable[str]) -> None:
+        for message in messages:
+            self.warn(message)
+
+
+def did_you_mean(word: str, vocabulary: Iterable[str]) -> str:
+    """A short suggestion for a misspelt closed-vocabulary word, or ``""``."""
+    options = sorted(vocabulary)
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if not close:
+        lowered = {o.lower(): o for o in options}
+        if word.lower() in lowered:
+            close = [lowered[word.lower()]]
+    return f"did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,1 @@
+"""Pure evaluation: typed inputs + compiled rules → a plan. No I/O, no templates."""

@@ -1,0 +1,67 @@
+"""The composition of stage 3 and stage 4 into one :class:`Plan`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from gpustack_render.errors import Diagnostics, Problem, UserError
+from gpustack_render.evaluate.chain import (build_admission_checks, build_catalog, build_local_queues,
+                                            build_pools, build_topologies, derive_instance_types)
+from gpustack_render.evaluate.flavors import FlavorBuilder
+from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts
+from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
+from gpustack_render.evaluate.presets import PresetMatcher
+from gpustack_render.evaluate.queues import NodeMatcher, QueueBuilder
+from gpustack_render.rules import Rules
+from gpustack_render.snapshot import Snapshot
+
+
+@dataclass
+class Evaluation:
+    plan: Plan
+    node_facts: list[NodeFacts]
+
+
+def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
+    problems: list[Problem] = []
+    nodes = NodeEvaluator(rules, settings, diag)
+    flavors = FlavorBuilder(rules, settings, diag)
+    plan = Plan()
+    facts_list: list[NodeFacts] = []
+    for name in sorted(snapshot.nodes):
+        node = snapshot.nodes[name]
+        facts = nodes.evaluate(node, problems)
+        facts_list.append(facts)
+        plan.node_features.append(NodeFeaturePlan(
+            rules.node_feature_name.render({"node": name}), "gpustack-system", name,
+            dict(sorted(facts.feature_labels.items()))))
+        flavors.add_node(facts, node)
+    if problems:
+        raise UserError(problems)
+    aware = settings["instance-type-aware-cpu-manufacturer"]
+    plan.flavors = flavors.flavors()
+    plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag)
+    for flavor in plan.flavors:
+        existing = snapshot.resource_flavors.get(flavor.name)
+        if existing and existing.spec.topologyName and existing.spec.topologyName != flavor.topology_name:
+            diag.warn(f"ResourceFlavor/{flavor.name}: the cluster has topologyName "
+                      f"{existing.spec.topologyName}, rendered {flavor.topology_name}; Kueue cannot change it: "
+                      f"delete and re-create the flavor")
+    plan.admission_checks = build_admission_checks(rules)
+    pools = build_pools(plan.flavors, rules, aware)
+    presets = PresetMatcher(rules, nodes.names)
+    if settings["instance-type-derived-from-node"]:
+        plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets)
+    queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(facts_list, plan.flavors),
+                          missing, diag)
+    sources = {it.name: (it.general_group, it.accelerator_group, it.acceleratable, it.os, it.arch, False)
+               for it in plan.instance_types}
+    for name, it in snapshot.instance_types.items():
+        spec = it.spec
+        sources[name] = (spec.generalGroup or "generic", spec.acceleratorGroup, spec.acceleratable,
+                         spec.os, spec.arch, spec.inactive)
+    plan.cluster_queues = [queues.build(name, *sources[name]) for name in sorted(sources)]
+    plan.local_queues = build_local_queues([q.name for q in plan.cluster_queues], rules, snapshot)
+    plan.catalog = build_catalog(pools, snapshot, aware)
+    return Evaluation(plan, facts_list)

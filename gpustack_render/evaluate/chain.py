@@ -1,0 +1,160 @@
+"""Stage 4 (stage4-chain.md): pools, InstanceTypes, ClusterQueues, LocalQueues, Topologies,
+AdmissionChecks and the catalog, from the flavors and the converged Node view."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from gpustack_render.errors import Diagnostics
+from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeFacts, profile_of_levels
+from gpustack_render.evaluate.plan import (AdmissionCheckPlan, CatalogItemPlan, FlavorPlan, InstanceTypePlan,
+                                           LocalQueuePlan, PoolPlan, TopologyPlan)
+from gpustack_render.evaluate.presets import PresetMatcher
+from gpustack_render.rules import Rules
+from gpustack_render.snapshot import Snapshot
+
+
+def flavor_order(flavor: FlavorPlan) -> tuple[int, str]:
+    """Small nodes fill first: per-node count ascending, then name (§2.4 step 3)."""
+    return flavor.count, flavor.name
+
+
+def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot,
+                     diag: Diagnostics) -> tuple[list[TopologyPlan], set[str]]:
+    """One Topology per distinct live profile; returns also the profiles that cannot be rendered."""
+    configured = list(rules.topology_levels)
+    configured_profile = profile_of_levels(configured)
+    plans, missing = [], set()
+    for profile in sorted({f.profile for f in facts}):
+        name = rules.topology_name.render({"profile": profile})
+        levels: list[str] | None = configured if profile == configured_profile else None
+        existing = snapshot.topologies.get(name)
+        if levels is None and existing is not None:
+            theirs = [lvl.nodeLabel for lvl in existing.spec.levels]
+            if theirs and profile_of_levels(theirs) == profile:
+                levels = theirs
+        if levels is None:
+            diag.warn(f"Topology/{name}: no topology levels hash to profile {profile}; it cannot be rendered "
+                      f"and queues with flavors of that profile are refused (MissingTopology)")
+            missing.add(profile)
+            continue
+        plans.append(TopologyPlan(name, levels))
+    return plans, missing
+
+
+def build_pools(flavors: list[FlavorPlan], rules: Rules, aware: bool) -> list[PoolPlan]:
+    pools: dict[str, PoolPlan] = {}
+    general_fmt, accel_fmt = rules.pool_identity[aware]
+    for flavor in flavors:
+        fields = {"gKey": flavor.gkey, "gManu": flavor.gmanu, "aKey": flavor.akey,
+                  "manufacturer": flavor.manufacturer, "os": flavor.os, "arch": flavor.arch}
+        name = rules.pool_name[(aware, flavor.accelerated)].render(fields)
+        pool = pools.get(name)
+        if pool is None:
+            pool = pools[name] = PoolPlan(
+                name=name, accelerated=flavor.accelerated, general_group=general_fmt.render(fields),
+                accelerator_group=accel_fmt.render(fields) if flavor.accelerated else "",
+                os=flavor.os, arch=flavor.arch,
+                catalog_name=rules.catalog_name[(aware, flavor.accelerated)].render(fields))
+        pool.flavors.append(flavor)
+    for pool in pools.values():
+        pool.flavors.sort(key=flavor_order)
+    return sorted(pools.values(), key=lambda p: p.name)
+
+
+def derive_instance_types(pools: list[PoolPlan], rules: Rules, snapshot: Snapshot, aware: bool,
+                          presets: PresetMatcher) -> list[InstanceTypePlan]:
+    existing = set(snapshot.instance_types) | set(snapshot.deleted_instance_types)
+    naming, out = rules.naming, []
+    for pool in pools:
+        if not pool.flavors or pool.name in existing:
+            continue
+        first = pool.flavors[0]
+        product = first.notes.get("product", "")
+        if not pool.accelerated and not aware:
+            display = naming.unawareCpuDisplayName
+        else:
+            display = product or (pool.accelerator_group if pool.accelerated else pool.general_group)
+        cpu, ram = presets.unit_resources(pool.accelerated, first.manufacturer, product)
+        out.append(InstanceTypePlan(
+            name=pool.name, display_name=display[:naming.displayNameMaxLength],
+            general_group=pool.general_group, accelerator_group=pool.accelerator_group,
+            acceleratable=pool.accelerated, os=pool.os, arch=pool.arch, unit_cpu=cpu, unit_ram=ram,
+            local_storage=rules.presets.localStorage))
+    return out
+
+
+def build_local_queues(queue_names: list[str], rules: Rules, snapshot: Snapshot) -> list[LocalQueuePlan]:
+    namespaces = [ns for ns in snapshot.namespaces if ns not in rules.reserved_namespaces]
+    return [LocalQueuePlan(rules.local_queue_name.render({"clusterQueue": q}), ns, q)
+            for ns in namespaces for q in queue_names]
+
+
+def build_admission_checks(rules: Rules) -> list[AdmissionCheckPlan]:
+    return [AdmissionCheckPlan(c.name, c.controller_name) for c in rules.admission_checks]
+
+
+def build_catalog(pools: list[PoolPlan], snapshot: Snapshot, aware: bool) -> list[CatalogItemPlan]:
+    merged: dict[str, list[PoolPlan]] = {}
+    for pool in pools:
+        if pool.flavors:
+            merged.setdefault(pool.catalog_name, []).append(pool)
+    items = []
+    for name, group in sorted(merged.items()):
+        flavors = sorted((f for p in group for f in p.flavors), key=flavor_order)
+        first, pool = flavors[0], group[0]
+        notes = first.notes
+        if pool.accelerated:
+            sliceable = _sliceable(pool.accelerator_group, [n for f in flavors for n in f.nodes], snapshot)
+            manufacturer = notes.get("manufacturer", "")
+            product, family = notes.get("product", ""), notes.get("family", "")
+        else:
+            sliceable = False
+            manufacturer = notes.get("manufacturer", "") if aware else "generic"
+            product, family = (notes.get("product", ""), notes.get("family", "")) if aware else ("", "")
+        items.append(CatalogItemPlan(
+            name=name, general_group=pool.general_group, accelerator_group=pool.accelerator_group,
+            acceleratable=pool.accelerated, manufacturer=manufacturer, product=product, family=family,
+            memory=notes.get("memory", "") if pool.accelerated else "",
+            cores=notes.get("cores", "") if pool.accelerated else "", sliceable=sliceable))
+    return items
+
+
+def _sliceable(akey: str, nodes: list[str], snapshot: Snapshot) -> bool:
+    for node in nodes:
+        devices = snapshot.devices.get(node)
+        if devices is None:
+            continue
+        for group in devices.spec.groups:
+            if f"{group.manufacturer}-{group.id}" != akey:
+                continue
+            for card in group.accelerators:
+                status = card.status
+                partitioned = status.physicalSliced is not None and status.physicalSliced.count > 0
+                if not partitioned and status.logicalSliced is not None and status.logicalSliced.count > 0:
+                    return True
+    return False
+
+
+def queue_labels(general_group: str, accelerator_group: str, acceleratable: bool, os: str, arch: str,
+                 aware: bool, akey_prefix: str) -> dict[str, str]:
+    labels = {"feature.gpustack.ai/acceleratable": "true" if acceleratable else "false",
+              "resource.gpustack.ai/type": "instancetypes"}
+    if os:
+        labels["kubernetes.io/os"] = os
+    if arch:
+        labels["kubernetes.io/arch"] = arch
+    if acceleratable and accelerator_group:
+        labels[akey_prefix + accelerator_group] = "true"
+    if aware and general_group and general_group != "generic":
+        labels[GENERAL_PREFIX + general_group] = "true"
+    return dict(sorted(labels.items()))
+
+
+def flavor_selector(labels: Mapping[str, str], akey_prefix: str) -> dict[str, str]:
+    """§2.4 step 1: the pairs a flavor's metadata.labels must contain to be selected."""
+    keep = {"kubernetes.io/os", "kubernetes.io/arch", "feature.gpustack.ai/acceleratable"}
+    selector = {k: v for k, v in labels.items()
+                if k in keep or ((k.startswith(GENERAL_PREFIX) or k.startswith(akey_prefix)) and v == "true")}
+    selector["resource.gpustack.ai/type"] = "nodes"
+    return selector

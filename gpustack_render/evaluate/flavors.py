@@ -1,0 +1,134 @@
+"""ResourceFlavors (stage4-chain.md §1): contributing Nodes grouped by the rules' grouping key."""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from gpustack_render import inputs
+from gpustack_render.errors import Diagnostics
+from gpustack_render.evaluate.nodes import (ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL,
+                                            PROFILE_LABEL, NodeFacts)
+from gpustack_render.evaluate.plan import FlavorPlan
+from gpustack_render.rules import FlavorKind, Rules
+
+NOTE_PREFIX = "note.gpustack.ai/"
+CPU_ANNOTATION = "feature.gpustack.ai/"
+_CPU_DETAIL = (("physicalCores", "cpu-physical-cores"), ("threadsPerPhysicalCore", "cpu-threads-per-core"),
+               ("logicalCores", "cpu-logical-cores"), ("stepping", "cpu-stepping"), ("clockSpeed", "cpu-hz"),
+               ("maxClockSpeed", "cpu-boost-freq"), ("cacheLine", "cpu-cache-line"))
+_CACHE = (("l1i", "cpu-cache-l1i"), ("l1d", "cpu-cache-l1d"), ("l2", "cpu-cache-l2"), ("l3", "cpu-cache-l3"))
+
+
+def _present(value: str | None) -> str:
+    """Empty or unresolved-template (``@…``) values count as absent."""
+    return "" if not value or value.startswith("@") else value
+
+
+def cpu_detail(annotations: Mapping[str, str], gmanu: str, accelerated: bool) -> str:
+    detail: dict[str, object] = {}
+    if accelerated:
+        for key, value in (("manufacturer", gmanu),
+                           ("product", annotations.get(CPU_ANNOTATION + "cpu-name")),
+                           ("family", annotations.get(CPU_ANNOTATION + "cpu-family"))):
+            if _present(value):
+                detail[key] = value
+    for key, source in _CPU_DETAIL:
+        if value := _present(annotations.get(CPU_ANNOTATION + source)):
+            detail[key] = value
+    detail["cache"] = {key: value for key, source in _CACHE
+                       if (value := _present(annotations.get(CPU_ANNOTATION + source)))}
+    return json.dumps(detail, separators=(",", ":"), ensure_ascii=False)
+
+
+class FlavorBuilder:
+    def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics) -> None:
+        self.rules, self.settings, self.diag = rules, settings, diagnostics
+        self.aware = settings["instance-type-aware-cpu-manufacturer"]
+        self._groups: dict[tuple[str, tuple[object, ...]], FlavorPlan] = {}
+        self._akey_prefix = rules.normalisation.aKey.labelPrefix
+
+    def _fields(self, facts: NodeFacts, akey: str, count: int) -> dict[str, object]:
+        return {"gKey": facts.gkey, "gManu": facts.gmanu, "os": facts.os, "arch": facts.arch,
+                "count": count, "profile": facts.profile, "aKey": akey,
+                "manufacturer": akey.split("-", 1)[0] if akey else ""}
+
+    def add_node(self, facts: NodeFacts, node: inputs.Node) -> None:
+        cpu_kind, accel_kind = self.rules.flavor_cpu, self.rules.flavor_accelerated
+        if cpu_kind.contributes(facts.facts, self.settings):
+            self._add(cpu_kind, facts, node, "", facts.cpu_count)
+        for akey in facts.akeys:
+            raw = facts.converged.get(f"{self._akey_prefix}{akey}.count", "")
+            count = int(raw) if raw.isdigit() else 0
+            if count <= 0:
+                if facts.managed:
+                    self.diag.warn(f"Node/{facts.name}: label {self._akey_prefix}{akey}.count={raw!r} is not a "
+                                   f"positive integer; no flavor for {akey}")
+                continue
+            node_facts = dict(facts.facts, acceleratorCount=count)
+            if accel_kind.contributes(node_facts, self.settings):
+                self._add(accel_kind, facts, node, akey, count)
+
+    def _add(self, kind: FlavorKind, facts: NodeFacts, node: inputs.Node, akey: str, count: int) -> None:
+        fields = self._fields(facts, akey, count)
+        key = ("a" if akey else "c", tuple(fields[f] for f in kind.key))
+        flavor = self._groups.get(key)
+        if flavor is None:
+            name = kind.name.render(fields)
+            flavor = self._groups[key] = FlavorPlan(
+                name=name, accelerated=bool(akey), gkey=facts.gkey, gmanu=facts.gmanu, akey=akey,
+                manufacturer=str(fields["manufacturer"]), os=facts.os, arch=facts.arch, count=count,
+                profile=facts.profile, topology_name=self.rules.topology_name.render({"profile": facts.profile}),
+                nodes=[])
+            flavor.node_labels = self._node_labels(kind, facts, akey, count)
+        if not flavor.nodes or facts.name < flavor.nodes[0]:
+            flavor.notes = self._notes(facts, node, akey)  # the smallest Node name supplies notes
+            flavor.nodes.insert(0, facts.name)
+        else:
+            flavor.nodes.append(facts.name)
+
+    def _node_labels(self, kind: FlavorKind, facts: NodeFacts, akey: str, count: int) -> dict[str, str]:
+        labels = {self.rules.managed_key: "true", OS_LABEL: facts.os, ARCH_LABEL: facts.arch,
+                  GENERAL_PREFIX + facts.gkey: "true", PROFILE_LABEL: facts.profile}
+        if akey:
+            labels[self._akey_prefix + akey] = "true"
+            labels[f"{self._akey_prefix}{akey}.count"] = str(count)
+        else:
+            labels[f"{GENERAL_PREFIX}{facts.gkey}.count"] = str(count)
+            if kind.pin_cpu_only and kind.pin_cpu_only(facts.facts, self.settings):
+                labels[self.rules.cpu_only_key] = "true"
+        return dict(sorted(labels.items()))
+
+    def _notes(self, facts: NodeFacts, node: inputs.Node, akey: str) -> dict[str, str]:
+        labels, annotations = facts.converged, node.metadata.annotations or {}
+        notes: dict[str, str] = {"acceleratable": "true" if akey else "false", "generalGroup": facts.gkey}
+        if akey:
+            prefix = f"{self._akey_prefix}{akey}"
+            notes.update(acceleratorGroup=akey, manufacturer=akey.split("-", 1)[0],
+                         product=_present(labels.get(prefix + ".product")),
+                         family=_present(labels.get(prefix + ".family")),
+                         memory=_present(labels.get(prefix + ".memory")),
+                         cores=_present(labels.get(prefix + ".cores")))
+        else:
+            notes.update(manufacturer=facts.gmanu,
+                         product=_present(annotations.get(CPU_ANNOTATION + "cpu-name")),
+                         family=_present(annotations.get(CPU_ANNOTATION + "cpu-family")))
+        notes["topologyProfile"] = facts.profile
+        if not akey or self.aware:
+            notes["cpuDetail"] = cpu_detail(annotations, facts.gmanu, bool(akey))
+        return {k: v for k, v in notes.items() if v}
+
+    def flavors(self) -> list[FlavorPlan]:
+        out = []
+        for flavor in self._groups.values():
+            own = (self._akey_prefix + flavor.akey) if flavor.accelerated else GENERAL_PREFIX + flavor.gkey
+            labels = {own: "true", f"{own}.count": str(flavor.count), f"{own}.capacity": str(flavor.capacity),
+                      ACCELERATABLE_LABEL: "true" if flavor.accelerated else "false",
+                      OS_LABEL: flavor.os, ARCH_LABEL: flavor.arch, "resource.gpustack.ai/type": "nodes",
+                      PROFILE_LABEL: flavor.profile}
+            if flavor.accelerated:
+                labels[GENERAL_PREFIX + flavor.gkey] = "true"
+            flavor.labels = dict(sorted(labels.items()))
+            flavor.nodes.sort()
+            out.append(flavor)
+        return sorted(out, key=lambda f: f.name)

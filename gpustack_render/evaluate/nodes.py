@@ -1,0 +1,159 @@
+"""Stage 3 per Node: gKey, aKeys, the worker NodeFeature labels, converged labels and facts.
+
+Work is cached per distinct input (CPU identity, label set shape) because 10,000-node snapshots
+repeat a handful of machine types.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from gpustack_render import inputs
+from gpustack_render.errors import Diagnostics, Problem
+from gpustack_render.evaluate.names import NameNormaliser
+from gpustack_render.quantity import fnv1a64_hex, quantity_ceil
+from gpustack_render.rules import Rules
+
+GENERAL_PREFIX = "general.feature.gpustack.ai/"
+ACCELERATABLE_LABEL = "feature.gpustack.ai/acceleratable"
+PROFILE_LABEL = "topology.gpustack.ai/profile"
+OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"
+_PROFILE_RE = re.compile(r"^fnv64-[0-9a-f]{16}$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def profile_of_levels(levels: tuple[str, ...] | list[str]) -> str:
+    """``fnv64-`` + FNV-1a 64 of the level keys joined by NUL (stage3-node.md §7)."""
+    return "fnv64-" + fnv1a64_hex("\x00".join(levels))
+
+
+@dataclass
+class NodeFacts:
+    """What stage 4 needs of one Node, computed once."""
+
+    name: str
+    gkey: str
+    gmanu: str
+    cpu_count: int
+    akeys: list[str]
+    has_accelerator: bool
+    os: str
+    arch: str
+    profile: str
+    managed: bool
+    feature_labels: dict[str, str]
+    converged: dict[str, str]
+    facts: dict[str, object] = field(default_factory=dict)
+
+
+class NodeEvaluator:
+    def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics) -> None:
+        self.rules, self.settings, self.diag = rules, settings, diagnostics
+        self.names = NameNormaliser(rules)
+        self.default_profile = profile_of_levels(rules.topology_levels)
+        self._gkey_cache: dict[tuple[str, str, str, str], str] = {}
+        norm = rules.normalisation
+        self._akey_prefix, self._akey_value = norm.aKey.labelPrefix, norm.aKey.value
+        self._manufacturers = set(rules.manufacturers)
+        self._levels_to_check = [lvl for lvl in rules.topology_levels if lvl != "kubernetes.io/hostname"]
+
+    def gkey(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+        g = self.rules.normalisation.gKey
+        key = (labels.get(g.manufacturer.label, ""),
+               *(annotations.get(s.annotation, "") if hasattr(s, "annotation") else
+                 "\x00".join(labels.get(lbl, "") for lbl in s.labels) for s in g.idPrefix))
+        cached = self._gkey_cache.get(key)  # type: ignore[arg-type]
+        if cached is None:
+            cached = self._gkey_cache[key] = self._derive_gkey(key)  # type: ignore[index, arg-type]
+        return cached
+
+    def _derive_gkey(self, key: tuple[str, ...]) -> str:
+        g = self.rules.normalisation.gKey
+        manu = key[0].lower()
+        if not manu or manu in g.manufacturer.absentValues:
+            manu = g.manufacturer.fallback
+        id_prefix = ""
+        for i, source in enumerate(g.idPrefix):
+            raw = key[1 + i]
+            if hasattr(source, "annotation"):
+                if raw and not raw.startswith("@"):
+                    max_length = self.rules.id_prefix_max_length[i](manu=manu)
+                    id_prefix = self.names.normalize(raw, manu, max(max_length, 0), source.stripCruft)
+                    break
+            else:
+                parts = raw.split("\x00")
+                if all(parts):
+                    id_prefix = source.join.join(parts)
+                    break
+        return f"{manu}-{id_prefix}" if id_prefix else manu
+
+    def akeys(self, labels: Mapping[str, str]) -> list[str]:
+        prefix, plen = self._akey_prefix, len(self._akey_prefix)
+        found = []
+        for key, value in labels.items():
+            if key.startswith(prefix) and value == self._akey_value:
+                rest = key[plen:]
+                manu, dash, _ = rest.partition("-")
+                if dash and manu in self._manufacturers and "/" not in rest:
+                    found.append(rest)
+        return sorted(found)
+
+    def evaluate(self, node: inputs.Node, problems: list[Problem]) -> NodeFacts:
+        meta = node.metadata
+        labels = meta.labels or {}
+        annotations = meta.annotations or {}
+        label = f"Node/{meta.name}"
+        gkey = self.gkey(labels, annotations)
+        if len(gkey) > self.rules.normalisation.gKey.maxLength or not _LABEL_NAME.match(gkey):
+            problems.append(Problem(f"derived CPU key '{gkey}' is not a valid label name of at most "
+                                    f"{self.rules.normalisation.gKey.maxLength} characters", obj=label,
+                                    path="metadata.labels"))
+        gmanu = gkey.split("-", 1)[0]
+        cpu = node.status.capacity.get("cpu")
+        cpu_count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
+        akeys = self.akeys(labels)
+        has_accel = labels.get(ACCELERATABLE_LABEL) == "true" or bool(akeys)
+        facts: dict[str, object] = {"hasAccelerator": has_accel, "cpuCount": cpu_count}
+
+        feature: dict[str, str] = {}
+        current_managed = labels.get(self.rules.managed_key, "")
+        if current_managed:
+            feature[self.rules.managed_key] = current_managed
+        elif self.rules.managed_stamp_when(facts, self.settings):
+            feature[self.rules.managed_key] = self.rules.managed_stamp_value
+        feature[GENERAL_PREFIX + gmanu] = "true"
+        feature[GENERAL_PREFIX + gkey] = "true"
+        if cpu_count > 0:
+            feature[f"{GENERAL_PREFIX}{gkey}.count"] = str(cpu_count)
+        if self.rules.cpu_only_when(facts, self.settings):
+            feature[self.rules.cpu_only_key] = "true"
+        for key, value in feature.items():
+            if not _LABEL_VALUE.match(value) or len(value) > 63:
+                problems.append(Problem(f"label value {value!r} is not a valid label value", obj=label,
+                                        path=f"metadata.labels.{key}"))
+
+        converged = {k: v for k, v in labels.items()
+                     if not k.startswith(GENERAL_PREFIX) and k != self.rules.cpu_only_key}
+        converged.update(feature)
+        profile = labels.get(PROFILE_LABEL, "")
+        if profile:
+            if not _PROFILE_RE.match(profile):
+                problems.append(Problem(f"{profile!r} does not match ^fnv64-[0-9a-f]{{16}}$", obj=label,
+                                        path=f"metadata.labels.{PROFILE_LABEL}"))
+        else:
+            profile = self.default_profile
+            converged[PROFILE_LABEL] = profile
+            for level in self._levels_to_check:
+                if level not in labels:
+                    self.diag.warn(f"{label}: lacks topology level label {level}; it still gets profile "
+                                   f"{profile}")
+        os_, arch = labels.get(OS_LABEL, ""), labels.get(ARCH_LABEL, "")
+        managed = converged.get(self.rules.managed_key) == "true"
+        if managed and not (os_ and arch):
+            self.diag.warn(f"{label}: has no {OS_LABEL} or {ARCH_LABEL} label; it feeds no flavor")
+        facts.update(managed=managed, hasOsArch=bool(os_ and arch))
+        return NodeFacts(meta.name, gkey, gmanu, cpu_count, akeys, has_accel, os_, arch, profile, managed,
+                         feature, converged, facts)

@@ -1,0 +1,133 @@
+"""ClusterQueues (stage4-chain.md §2): flavor selection, the validated resource group, refusals,
+stopPolicy and admission checks. Each decision is recorded on the plan for ``explain``."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from gpustack_render import inputs
+from gpustack_render.errors import Diagnostics
+from gpustack_render.evaluate.chain import flavor_order, flavor_selector, queue_labels
+from gpustack_render.evaluate.nodes import NodeFacts
+from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan, QueueFlavorQuota
+from gpustack_render.quantity import format_decimal_si
+from gpustack_render.rules import Rules
+from gpustack_render.snapshot import Snapshot
+
+TAS_ANNOTATION = "topology.gpustack.ai/tas-queue"
+EMPTY_PLAN_ANNOTATION = "topology.gpustack.ai/empty-plan-hold"
+MIGRATION_ANNOTATION = "topology.gpustack.ai/migration-stop-policy"
+
+
+class NodeMatcher:
+    """Which managed Nodes each flavor's ``nodeLabels`` select, computed per distinct label signature."""
+
+    def __init__(self, facts: list[NodeFacts], flavors: list[FlavorPlan]) -> None:
+        keys = sorted({k for f in flavors for k in f.node_labels})
+        signatures: dict[frozenset[tuple[str, str]], list[str]] = {}
+        for node in facts:
+            if node.managed:
+                sig = frozenset((k, node.converged[k]) for k in keys if k in node.converged)
+                signatures.setdefault(sig, []).append(node.name)
+        self.matches: dict[str, list[str]] = {}
+        self.by_signature: list[tuple[list[str], set[str]]] = []
+        for sig, nodes in signatures.items():
+            matched = {f.name for f in flavors if f.node_labels.items() <= sig}
+            self.by_signature.append((nodes, matched))
+            for name in matched:
+                self.matches.setdefault(name, []).extend(nodes)
+
+
+class QueueBuilder:
+    def __init__(self, rules: Rules, settings: Mapping[str, bool], snapshot: Snapshot, flavors: list[FlavorPlan],
+                 matcher: NodeMatcher, missing_profiles: set[str], diag: Diagnostics) -> None:
+        self.rules, self.settings, self.snapshot, self.diag = rules, settings, snapshot, diag
+        self.flavors, self.matcher, self.missing_profiles = flavors, matcher, missing_profiles
+        self.aware = settings["instance-type-aware-cpu-manufacturer"]
+        self.akey_prefix = rules.normalisation.aKey.labelPrefix
+        self.M = rules.units_per_accelerator
+
+    def build(self, name: str, general_group: str, accelerator_group: str, acceleratable: bool, os: str,
+              arch: str, inactive: bool) -> ClusterQueuePlan:
+        labels = queue_labels(general_group, accelerator_group, acceleratable, os, arch, self.aware,
+                              self.akey_prefix)
+        selector = flavor_selector(labels, self.akey_prefix).items()
+        selected = sorted((f for f in self.flavors if selector <= f.labels.items() and f.capacity > 0),
+                          key=flavor_order)
+        existing = self.snapshot.cluster_queues.get(name)
+        plan = ClusterQueuePlan(name=name, labels=labels, annotations={}, covered_resource="", flavors=[],
+                                kept_resource_groups=None, admission_checks=[], stop_policy="None")
+        decisions = [f"selected {len(selected)} flavor(s) by {dict(selector)}"]
+        refusal = self._refusal(name, selected) if selected else None
+        if selected and refusal is None:
+            quota = self.rules.quota_accelerated if acceleratable else self.rules.quota_cpu
+            manufacturer = selected[0].notes.get("manufacturer", selected[0].manufacturer)
+            plan.covered_resource = quota.resource.render({"manufacturer": manufacturer})
+            plan.flavors = [QueueFlavorQuota(f.name, plan.covered_resource, format_decimal_si(
+                quota.nominal_quota(capacity=f.capacity, count=f.count, nodes=len(f.nodes), M=self.M)))
+                for f in selected]
+        elif refusal is not None:
+            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal}); "
+                           + ("keeping the snapshot's resource groups" if existing and
+                              existing.raw_resource_groups else "no resource groups"))
+            decisions.append(f"plan refused: {refusal}")
+            if existing and existing.raw_resource_groups:
+                plan.kept_resource_groups = existing.raw_resource_groups
+        has_groups = bool(plan.flavors or plan.kept_resource_groups)
+        plan.stop_policy, why = self._stop_policy(plan, selected, existing, inactive, has_groups)
+        decisions.append(why)
+        if has_groups:
+            plan.annotations[TAS_ANNOTATION] = "true"
+        facts = {"acceleratable": acceleratable}
+        plan.admission_checks = [c.name for c in self.rules.admission_checks
+                                 if c.when(facts, self.settings) and self._check_active(c.name)]
+        plan.annotations = dict(sorted(plan.annotations.items()))
+        plan.decision = "; ".join(decisions)
+        return plan
+
+    def _check_active(self, name: str) -> bool:
+        check = self.snapshot.admission_checks.get(name)
+        if check is None:
+            return True
+        return not any(c.type == "Active" and c.status == "False" for c in check.status.conditions)
+
+    def _refusal(self, name: str, selected: list[FlavorPlan]) -> str | None:
+        limit = self.rules.max_flavors_per_group
+        if len(selected) > limit:
+            return f"TooManyFlavors: {len(selected)} flavors, at most {limit}"
+        missing = [f.name for f in selected if f.profile in self.missing_profiles]
+        if missing:
+            return f"MissingTopology: flavor(s) {', '.join(missing)} have no Topology"
+        names = {f.name for f in selected}
+        for nodes, matched in self.matcher.by_signature:
+            both = sorted(matched & names)
+            if len(both) >= 2:
+                return (f"OverlappingSelectors: Node {min(nodes)} matches flavors {both[0]} and {both[1]}")
+        for flavor in selected:
+            matched = len(self.matcher.matches.get(flavor.name, []))
+            if matched * flavor.count != flavor.capacity:
+                return (f"NonConservedQuota: flavor {flavor.name} has capacity {flavor.capacity} but "
+                        f"{matched} managed Node(s) x {flavor.count} match its nodeLabels")
+        return None
+
+    def _stop_policy(self, plan: ClusterQueuePlan, selected: list[FlavorPlan],
+                     existing: inputs.ClusterQueue | None, inactive: bool, has_groups: bool) -> tuple[str, str]:
+        previous = existing.spec.stopPolicy if existing else ""
+        saved = ((existing.metadata.annotations or {}).get(MIGRATION_ANNOTATION, "") if existing else "")
+        if not selected and self.settings["instance-type-drain-when-no-flavors"] and existing is not None:
+            carries = any(r.nominalQuota > 0 for g in existing.spec.resourceGroups for f in g.flavors
+                          for r in f.resources)
+            if carries or previous == "HoldAndDrain":
+                plan.flavors, plan.kept_resource_groups = [], None
+                plan.annotations[MIGRATION_ANNOTATION] = saved if previous == "HoldAndDrain" and saved \
+                    else (previous or "unset")
+                return "HoldAndDrain", "HoldAndDrain: no flavor left and the snapshot's queue carries quota " \
+                                       "or is already drained (instance-type-drain-when-no-flavors)"
+        if inactive:
+            return "Hold", "Hold: its InstanceType has spec.inactive=true"
+        if not has_groups:
+            plan.annotations[EMPTY_PLAN_ANNOTATION] = "true"
+            return "Hold", "Hold: no resource groups (empty-plan hold)"
+        if previous == "HoldAndDrain" and saved == "Hold":
+            return "Hold", "Hold: restored the stop policy saved before the drain"
+        return "None", "None: resource groups present, not inactive"

@@ -1,0 +1,319 @@
+"""Rule files → validated, compiled :class:`Rules`.
+
+Every rule file is read with positions, validated by its kind's pydantic model, then compiled
+(name formats, conditions, expressions, regexes). All problems of all files are collected and
+raised together as one :class:`UserError` with ``file:line:col`` locations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from pydantic import ValidationError
+
+from gpustack_render import schema
+from gpustack_render.errors import Problem, UserError, did_you_mean
+from gpustack_render.expressions import (Arithmetic, CompiledCondition, NameFormat, RuleMeaningError,
+                                         always, compile_condition)
+from gpustack_render.resources import default_rules_dir
+from gpustack_render.yamlio import load_roundtrip
+
+Loc = tuple[str | int, ...]
+
+# Closed vocabularies: what each rule location may refer to.
+NODE_FACTS = {"managed", "hasOsArch", "hasAccelerator", "cpuCount", "acceleratorCount"}
+QUEUE_FACTS = {"acceleratable"}
+CPU_FLAVOR_FIELDS = {"gKey", "gManu", "os", "arch", "count", "profile"}
+ACCEL_FLAVOR_FIELDS = CPU_FLAVOR_FIELDS | {"aKey", "manufacturer"}
+QUOTA_VARIABLES = {"capacity", "count", "nodes", "M"}
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class ManufacturerRule:
+    name: str
+    resource_base: str
+    partition_kind: str | None
+    publish_profile: tuple[tuple[re.Pattern[str], str], ...]
+
+
+@dataclass(frozen=True)
+class FlavorKind:
+    key: tuple[str, ...]
+    contributes: CompiledCondition
+    name: NameFormat
+    pin_cpu_only: CompiledCondition | None
+
+
+@dataclass(frozen=True)
+class PresetTier:
+    cpu: str
+    ram: str
+
+
+@dataclass(frozen=True)
+class PresetEntry:
+    tier: str
+    tokens: tuple[str, ...]
+    by: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class AdmissionCheckRule:
+    name: str
+    controller_name: str
+    when: CompiledCondition
+
+
+@dataclass(frozen=True)
+class QuotaRule:
+    resource: NameFormat
+    nominal_quota: Arithmetic
+
+
+@dataclass
+class Rules:
+    """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
+
+    setting_defaults: dict[str, bool]
+    settings_source: tuple[str, str]
+    units_per_accelerator: int
+    manufacturers: dict[str, ManufacturerRule]
+    naming: schema.NamingRules
+    node_feature_name: NameFormat
+    topology_name: NameFormat
+    local_queue_name: NameFormat
+    flavor_cpu: FlavorKind
+    flavor_accelerated: FlavorKind
+    pool_name: dict[tuple[bool, bool], NameFormat]          # (aware, accelerated) → format
+    catalog_name: dict[tuple[bool, bool], NameFormat]
+    pool_identity: dict[bool, tuple[NameFormat, NameFormat]]  # aware → (generalGroup, acceleratorGroup)
+    managed_key: str
+    managed_stamp_value: str
+    managed_stamp_when: CompiledCondition
+    cpu_only_key: str
+    cpu_only_when: CompiledCondition
+    normalisation: schema.NormalisationRules
+    cruft_steps: tuple[Callable[[str], str], ...]
+    id_prefix_max_length: dict[int, Arithmetic]
+    presets: schema.PresetRules
+    preset_entries: dict[str, tuple[PresetEntry, ...]]
+    reserved_namespaces: frozenset[str]
+    topology_levels: tuple[str, ...]
+    max_flavors_per_group: int
+    quota_cpu: QuotaRule
+    quota_accelerated: QuotaRule
+    admission_checks: tuple[AdmissionCheckRule, ...]
+    origins: dict[str, str] = field(default_factory=dict)
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+@dataclass
+class _Document:
+    kind: str
+    file: str
+    data: Any
+    model: Any = None
+
+
+def _position(data: Any, loc: Loc) -> tuple[int | None, int | None]:
+    """Walk ruamel's round-trip nodes along ``loc``; the deepest position found wins (1-based)."""
+    line = col = None
+    node = data
+    for part in loc:
+        lc = getattr(node, "lc", None)
+        try:
+            if isinstance(part, int) and isinstance(node, list) and part < len(node):
+                pos = lc.item(part) if lc else None
+                node = node[part]
+            elif isinstance(node, dict) and part in node:
+                pos = lc.key(part) if lc else None
+                node = node[part]
+            else:
+                break
+        except (KeyError, IndexError, TypeError, AttributeError):
+            break
+        if pos:
+            line, col = pos[0] + 1, pos[1] + 1
+    return line, col
+
+
+_TYPE_WORDS = {"string_type": "a string", "int_type": "a whole number", "int_parsing": "a whole number",
+               "bool_type": "true or false", "bool_parsing": "true or false", "list_type": "a list",
+               "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+               "int_from_float": "a whole number"}
+_ALL_FIELD_NAMES = {name for model in vars(schema).values() if isinstance(model, type)
+                    and issubclass(model, schema.BaseModel) for name in model.model_fields} | {"not"}
+_TAGS = set(schema.CONDITION_KEYS) | set(schema.CRUFT_KEYS) | {"annotation", "labels"}
+
+
+_UNION_FIELDS = {"stampWhen", "when", "contributes", "pinCpuOnly", "not"}
+_UNION_LISTS = {"all", "any", "idPrefix", "cruft"}
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> Loc:
+    """Drop the discriminator tags pydantic inserts after every tagged-union field."""
+    cleaned: list[str | int] = []
+    expect_tag = False
+    for part in loc:
+        if expect_tag and isinstance(part, str):
+            expect_tag = False
+            continue
+        expect_tag = False
+        cleaned.append(part)
+        if isinstance(part, str) and part in _UNION_FIELDS:
+            expect_tag = True
+        elif isinstance(part, int) and len(cleaned) > 1 and cleaned[-2] in _UNION_LISTS:
+            expect_tag = True
+    return tuple(cleaned)
+
+
+def _describe(value: Any) -> str:
+    for base, word in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"),
+                       (list, "a list"), (dict, "a mapping")):
+        if isinstance(value, base):
+            return f"{word} {value!r}" if base not in (list, dict) else word
+    return "nothing" if value is None else type(value).__name__
+
+
+def _friendly(error: dict[str, Any]) -> tuple[str, str]:
+    """Our words for a pydantic error: pydantic's own messages never reach the user."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind == "missing":
+        return "required key is missing", ""
+    if kind == "extra_forbidden":
+        name = str(error["loc"][-1])
+        return f"unknown key '{name}'", did_you_mean(name, _ALL_FIELD_NAMES)
+    if kind in _TYPE_WORDS:
+        return f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}", ""
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}, got {value!r}", ""
+    if kind == "too_short":
+        return "must not be empty" if ctx.get("min_length", 1) <= 1 else \
+            f"needs at least {ctx.get('min_length')} entries", ""
+    if kind == "too_long":
+        return f"has more than {ctx.get('max_length')} entries", ""
+    if kind == "string_too_short":
+        return "must not be empty", ""
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters", ""
+    if kind == "string_pattern_mismatch":
+        return f"{value!r} does not match {ctx.get('pattern')}", ""
+    if kind in ("greater_than", "greater_than_equal"):
+        return f"must be greater than {ctx.get('gt', ctx.get('ge'))}", ""
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        keys = sorted(value) if isinstance(value, dict) else []
+        hint = did_you_mean(keys[0], _TAGS) if keys else ""
+        return f"not a known entry (keys: {', '.join(keys) or 'none'})", hint
+    return f"invalid value {value!r}", ""
+
+
+def _read_documents(rules_dir: Path, problems: list[Problem]) -> list[_Document]:
+    if not rules_dir.is_dir():
+        raise UserError.single("rules directory not found", file=str(rules_dir))
+    documents: list[_Document] = []
+    for path in sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()):
+        display = str(path)
+        try:
+            data = load_roundtrip(path, display)
+        except UserError as err:
+            problems.extend(err.problems)
+            continue
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            problems.append(Problem("a rule file must be a mapping with apiVersion and kind", file=display))
+            continue
+        kind = data.get("kind")
+        if data.get("apiVersion") != schema.API_VERSION:
+            line, col = _position(data, ("apiVersion",))
+            problems.append(Problem(f"apiVersion must be {schema.API_VERSION}", file=display, line=line,
+                                    column=col, path="apiVersion"))
+            continue
+        if kind not in schema.RULE_KINDS:
+            line, col = _position(data, ("kind",))
+            problems.append(Problem(f"unknown rule kind {kind!r}", file=display, line=line, column=col,
+                                    path="kind", hint=did_you_mean(str(kind), schema.RULE_KINDS)))
+            continue
+        documents.append(_Document(kind, display, data))
+    return documents
+
+
+def _validate(doc: _Document, problems: list[Problem]) -> None:
+    try:
+        doc.model = schema.RULE_KINDS[doc.kind].model_validate(doc.data)
+    except ValidationError as err:
+        for error in err.errors():
+            loc = _clean_loc(error["loc"])
+            message, hint = _friendly(error)
+            line, col = _position(doc.data, loc)
+            problems.append(Problem(message, file=doc.file, line=line, column=col,
+                                    path=".".join(str(p) for p in loc), hint=hint))
+
+
+class _Compiler:
+    """Compiles validated models, turning meaning errors into positioned problems."""
+
+    def __init__(self, docs: dict[str, _Document], problems: list[Problem]) -> None:
+        self.docs, self.problems = docs, problems
+        self.origins: dict[str, str] = {}
+
+    def at(self, kind: str, loc: Loc, fn: Callable[[], Any]) -> Any:
+        doc = self.docs[kind]
+        line, _ = _position(doc.data, loc)
+        self.origins[f"{kind}:{'.'.join(map(str, loc))}"] = f"{doc.file}:{line}" if line else doc.file
+        try:
+            return fn()
+        except RuleMeaningError as err:
+            full = loc + err.subpath
+            line, col = _position(doc.data, full)
+            self.problems.append(Problem(str(err), file=doc.file, line=line, column=col,
+                                         path=".".join(map(str, full)), hint=err.hint))
+        except re.error as err:
+            line, col = _position(doc.data, loc)
+            self.problems.append(Problem(f"invalid regular expression: {err}", file=doc.file, line=line,
+                                         column=col, path=".".join(map(str, loc))))
+        return None
+
+    def fail(self, kind: str, loc: Loc, message: str, hint: str = "") -> None:
+        doc = self.docs[kind]
+        line, col = _position(doc.data, loc)
+        self.problems.append(Problem(message, file=doc.file, line=line, column=col,
+                                     path=".".join(map(str, loc)), hint=hint))
+
+
+def _iter_kinds() -> Iterator[str]:
+    return iter(schema.RULE_KINDS)
+
+
+def load_rules(rules_dir: Path | None = None) -> Rules:
+    """Load, validate and compile a rules directory (the packaged defaults when ``None``)."""
+    rules_dir = rules_dir or default_rules_dir()
+    problems: list[Problem] = []
+    documents = _read_documents(rules_dir, problems)
+    by_kind: dict[str, _Document] = {}
+    for doc in documents:
+        if doc.kind in by_kind:
+            problems.append(Problem(f"rule kind {doc.kind} is already defined in {by_kind[doc.kind].file}",
+                                    file=doc.file, line=_position(doc.data, ("kind",))[0], path="kind"))
+            continue
+        by_kind[doc.kind] = doc
+        _validate(doc, problems)
+    for kind in _iter_kinds():
+        if kind not in by_kind:
+            problems.append(Problem(f"no rule file of kind {kind}", file=str(rules_dir)))
+    if problems:
+        raise UserError(sorted(problems, key=lambda p: (p.file, p.line or 0, p.column or 0)))
+    rules = _compile({k: d for k, d in by_kind.items()}, problems)
+    if problems or rules is None:
+        raise UserError(sorted(problems, key=lambda p: (p.file, p.line or 0, p.column or 0)))
+    return rules
+
+
+def _compile(docs: dict[str, _Document], problems: list[Problem]) -> Rules | None:
+    from gpustack_render.rules_compile import compile_rules
+    return compile_rules(_Compiler(docs, problems), docs)

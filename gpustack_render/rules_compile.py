@@ -1,0 +1,177 @@
+"""Validated rule models → compiled :class:`~gpustack_render.rules.Rules` (meaning checks)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from gpustack_render import schema
+from gpustack_render.errors import did_you_mean
+from gpustack_render.expressions import Arithmetic, NameFormat, RuleMeaningError, always, compile_condition
+from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
+                                   QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
+                                   ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
+
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _cruft_step(step: Any) -> Callable[[str], str]:
+    if isinstance(step, schema.CutAt):
+        marker = step.cutAt
+        return lambda s: s.split(marker, 1)[0]
+    if isinstance(step, schema.Delete):
+        words = tuple(step.delete)
+
+        def delete(s: str) -> str:
+            for word in words:
+                s = s.replace(word, "")
+            return s
+        return delete
+    if isinstance(step, schema.RegexReplace):
+        pattern, replacement = re.compile(step.regex), step.replace
+        return lambda s: pattern.sub(replacement, s, count=1)
+    return str.strip
+
+
+def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
+    m: dict[str, Any] = {kind: doc.model for kind, doc in docs.items()}
+    settings: schema.SettingsRules = m["Settings"]
+    setting_names = set(settings.defaults)
+    manus: schema.ManufacturersRules = m["Manufacturers"]
+    naming: schema.NamingRules = m["Naming"]
+    grouping: schema.GroupingRules = m["Grouping"]
+    norm: schema.NormalisationRules = m["Normalisation"]
+    presets: schema.PresetRules = m["UnitResourcePresets"]
+    queues: schema.QueueRules = m["Queues"]
+
+    def cond(kind: str, loc: tuple[str | int, ...], value: Any, facts: set[str]) -> Any:
+        return c.at(kind, loc, lambda: compile_condition(value, facts, setting_names))
+
+    def fmt(kind: str, loc: tuple[str | int, ...], value: str, allowed: set[str]) -> Any:
+        return c.at(kind, loc, lambda: NameFormat.compile(value, allowed))
+
+    manufacturers: dict[str, ManufacturerRule] = {}
+    for i, item in enumerate(manus.items):
+        if item.name in manufacturers:
+            c.fail("Manufacturers", ("items", i, "name"), f"duplicate manufacturer '{item.name}'")
+            continue
+        if not _RESOURCE_NAME.match(item.resourceBase) or "/" not in item.resourceBase:
+            c.fail("Manufacturers", ("items", i, "resourceBase"),
+                   f"'{item.resourceBase}' is not a valid extended resource name (domain/name)")
+        rewrites = c.at("Manufacturers", ("items", i, "publishProfile"), lambda item=item: tuple(
+            (re.compile(r.match), r.replace) for r in item.publishProfile)) or ()
+        manufacturers[item.name] = ManufacturerRule(item.name, item.resourceBase, item.partitionKind, rewrites)
+
+    tiers = set(presets.tiers)
+    entries: dict[str, tuple[PresetEntry, ...]] = {}
+    seps = "[" + re.escape(presets.tokenSeparators) + "]"
+    for manu, rows in presets.manufacturers.items():
+        if manu not in manufacturers:
+            c.fail("UnitResourcePresets", ("manufacturers", manu), f"unknown manufacturer '{manu}'",
+                   did_you_mean(manu, manufacturers) or "add it to the Manufacturers rules first")
+        flat: list[PresetEntry] = []
+        for i, row in enumerate(rows):
+            for tier_loc, tier in [(("tier",), row.tier)] + [(("by", k), v) for k, v in row.by.items()]:
+                if tier not in tiers:
+                    c.fail("UnitResourcePresets", ("manufacturers", manu, i) + tier_loc,
+                           f"unknown tier '{tier}'", did_you_mean(tier, tiers))
+            for prefix in row.prefixes:
+                tokens = tuple(t for t in re.split(seps, prefix.lower()) if t)
+                flat.append(PresetEntry(row.tier, tokens, tuple((k.lower(), v) for k, v in row.by.items())))
+        entries[manu] = tuple(flat)
+
+    levels = tuple(m["Topology"].levels)
+    if len(set(levels)) != len(levels):
+        c.fail("Topology", ("levels",), "topology levels must be unique")
+    if levels and levels[-1] != HOSTNAME_LEVEL:
+        c.fail("Topology", ("levels", len(levels) - 1), f"the last topology level must be {HOSTNAME_LEVEL}")
+
+    flavor_kinds: dict[str, FlavorKind | None] = {}
+    for kind_name, allowed in (("cpu", CPU_FLAVOR_FIELDS), ("accelerated", ACCEL_FLAVOR_FIELDS)):
+        group: schema.FlavorGroup = getattr(grouping.flavor, kind_name)
+        for i, key_field in enumerate(group.key):
+            if key_field not in allowed:
+                c.fail("Grouping", ("flavor", kind_name, "key", i), f"unknown grouping field '{key_field}'",
+                       did_you_mean(key_field, allowed))
+        contributes = cond("Grouping", ("flavor", kind_name, "contributes"), group.contributes, NODE_FACTS)
+        pin = cond("Grouping", ("flavor", kind_name, "pinCpuOnly"), group.pinCpuOnly, NODE_FACTS) \
+            if group.pinCpuOnly else None
+        name = fmt("Naming", ("resourceFlavor", kind_name), getattr(naming.resourceFlavor, kind_name), allowed)
+        missing = name.placeholders - set(group.key) - {"gManu", "manufacturer"} if name else set()
+        if missing:
+            c.fail("Naming", ("resourceFlavor", kind_name),
+                   f"placeholder(s) {', '.join(sorted(missing))} are not in the grouping key",
+                   "flavors would collide: add them to Grouping flavor key")
+        flavor_kinds[kind_name] = FlavorKind(tuple(group.key), contributes, name, pin) \
+            if contributes and name else None
+
+    pool_fields = {"gKey", "gManu", "os", "arch"}
+    pool_name: dict[tuple[bool, bool], Any] = {}
+    catalog_name: dict[tuple[bool, bool], Any] = {}
+    for aware, attr in ((True, "whenAware"), (False, "whenUnaware")):
+        for accel, kind_name in ((False, "cpu"), (True, "accelerated")):
+            allowed = pool_fields | ({"aKey", "manufacturer"} if accel else set())
+            pool_name[(aware, accel)] = fmt("Naming", ("pool", attr, kind_name),
+                                            getattr(getattr(naming.pool, attr), kind_name), allowed)
+            catalog_name[(aware, accel)] = fmt("Naming", ("catalog", attr, kind_name),
+                                               getattr(getattr(naming.catalog, attr), kind_name),
+                                               {"gKey", "gManu", "aKey", "manufacturer"} if accel
+                                               else {"gKey", "gManu"})
+    pool_identity: dict[bool, Any] = {}
+    for aware, attr in ((True, "whenAware"), (False, "whenUnaware")):
+        ident: schema.PoolIdentity = getattr(grouping.pool, attr)
+        pool_identity[aware] = (fmt("Grouping", ("pool", attr, "generalGroup"), ident.generalGroup,
+                                    {"gKey", "gManu"}),
+                                fmt("Grouping", ("pool", attr, "acceleratorGroup"), ident.acceleratorGroup,
+                                    {"aKey"}))
+
+    id_prefix_max: dict[int, Arithmetic] = {}
+    for i, source in enumerate(norm.gKey.idPrefix):
+        if isinstance(source, schema.AnnotationSource):
+            expr = c.at("Normalisation", ("gKey", "idPrefix", i, "maxLength"),
+                        lambda source=source: Arithmetic.compile(source.maxLength, {"manu"}))
+            if expr:
+                id_prefix_max[i] = expr
+    cruft = []
+    for i, step in enumerate(norm.normalizeName.cruft):
+        compiled = c.at("Normalisation", ("normalizeName", "cruft", i), lambda step=step: _cruft_step(step))
+        if compiled:
+            cruft.append(compiled)
+
+    quota = {}
+    for kind_name, allowed in (("cpu", set()), ("accelerated", {"manufacturer"})):
+        rule: schema.Quota = getattr(queues.quota, kind_name)
+        resource = fmt("Queues", ("quota", kind_name, "resource"), rule.resource, allowed)
+        expr = c.at("Queues", ("quota", kind_name, "nominalQuota"),
+                    lambda rule=rule: Arithmetic.compile(rule.nominalQuota, QUOTA_VARIABLES))
+        quota[kind_name] = QuotaRule(resource, expr) if resource and expr else None
+    checks = []
+    for i, check in enumerate(queues.admissionChecks):
+        when = cond("Queues", ("admissionChecks", i, "when"), check.when, QUEUE_FACTS) if check.when else always
+        checks.append(AdmissionCheckRule(check.name, check.controllerName, when or always))
+
+    managed_when = cond("Grouping", ("managedLabel", "stampWhen"), grouping.managedLabel.stampWhen, NODE_FACTS)
+    cpu_only_when = cond("Grouping", ("cpuOnlyLabel", "when"), grouping.cpuOnlyLabel.when, NODE_FACTS)
+    node_feature = fmt("Naming", ("nodeFeature",), naming.nodeFeature, {"node"})
+    topology = fmt("Naming", ("topology",), naming.topology, {"profile"})
+    local_queue = fmt("Naming", ("localQueue",), naming.localQueue, {"clusterQueue"})
+    if c.problems:
+        return None
+    return Rules(
+        setting_defaults=dict(settings.defaults),
+        settings_source=(settings.source.namespace, settings.source.name),
+        units_per_accelerator=manus.unitsPerAccelerator,
+        manufacturers=manufacturers, naming=naming,
+        node_feature_name=node_feature, topology_name=topology, local_queue_name=local_queue,
+        flavor_cpu=flavor_kinds["cpu"], flavor_accelerated=flavor_kinds["accelerated"],  # type: ignore[arg-type]
+        pool_name=pool_name, catalog_name=catalog_name, pool_identity=pool_identity,
+        managed_key=grouping.managedLabel.key, managed_stamp_value=grouping.managedLabel.stampValue,
+        managed_stamp_when=managed_when, cpu_only_key=grouping.cpuOnlyLabel.key, cpu_only_when=cpu_only_when,
+        normalisation=norm, cruft_steps=tuple(cruft), id_prefix_max_length=id_prefix_max,
+        presets=presets, preset_entries=entries,
+        reserved_namespaces=frozenset(m["Namespaces"].reserved), topology_levels=levels,
+        max_flavors_per_group=queues.maxFlavorsPerGroup,
+        quota_cpu=quota["cpu"], quota_accelerated=quota["accelerated"],  # type: ignore[arg-type]
+        admission_checks=tuple(checks), origins=c.origins,
+    )

@@ -1,0 +1,301 @@
+"""Pydantic models of the rule files (``rules/*.yaml``).
+
+Models only describe shape; meaning (placeholders, facts, settings, expressions) is checked when
+:mod:`gpustack_render.rules` compiles them, where the YAML positions are known.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
+
+API_VERSION = "render.gpustack.ai/v1alpha1"
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Envelope(Strict):
+    apiVersion: Literal["render.gpustack.ai/v1alpha1"]
+    kind: str
+
+
+# --- conditions -------------------------------------------------------------------------------
+
+Operator = Literal["Gt", "Ge", "Lt", "Le", "Eq", "Ne"]
+
+
+class FactCondition(Strict):
+    fact: NonEmpty
+    operator: Operator | None = None
+    value: int | str | bool | None = None
+
+
+class SettingCondition(Strict):
+    setting: NonEmpty
+
+
+class AllCondition(Strict):
+    all: list["Condition"] = Field(min_length=1)
+
+
+class AnyCondition(Strict):
+    any: list["Condition"] = Field(min_length=1)
+
+
+class NotCondition(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    not_: "Condition" = Field(alias="not")
+
+
+def _tag_by_key(*tags: str) -> Callable[[Any], str | None]:
+    """Discriminate a union by which of its tag keys the mapping carries, for clean errors."""
+
+    def pick(value: Any) -> str | None:
+        if isinstance(value, dict):
+            found = [tag for tag in tags if tag in value]
+            return found[0] if found else None
+        found = [tag for tag in tags if hasattr(value, tag.rstrip("_")) or hasattr(value, tag + "_")]
+        return found[0] if found else None
+
+    return pick
+
+
+CONDITION_KEYS = ("fact", "setting", "all", "any", "not")
+
+Condition = Annotated[
+    Union[Annotated[FactCondition, Tag("fact")], Annotated[SettingCondition, Tag("setting")],
+          Annotated[AllCondition, Tag("all")], Annotated[AnyCondition, Tag("any")],
+          Annotated[NotCondition, Tag("not")]],
+    Discriminator(_tag_by_key(*CONDITION_KEYS)),
+]
+for _model in (AllCondition, AnyCondition, NotCondition):
+    _model.model_rebuild()
+
+
+# --- one model per rule-file kind --------------------------------------------------------------
+
+class SettingsSource(Strict):
+    namespace: NonEmpty
+    name: NonEmpty
+
+
+class SettingsRules(Envelope):
+    kind: Literal["Settings"]
+    source: SettingsSource
+    defaults: dict[NonEmpty, bool] = Field(min_length=1)
+
+
+class ProfileRewrite(Strict):
+    match: NonEmpty
+    replace: str
+
+
+class Manufacturer(Strict):
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+$")]
+    resourceBase: NonEmpty
+    partitionKind: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+$")] | None = None
+    publishProfile: list[ProfileRewrite] = []
+
+
+class ManufacturersRules(Envelope):
+    kind: Literal["Manufacturers"]
+    unitsPerAccelerator: Annotated[int, Field(gt=0)]
+    items: list[Manufacturer] = Field(min_length=1)
+
+
+class ByKind(Strict):
+    cpu: NonEmpty
+    accelerated: NonEmpty
+
+
+class AwareSplit(Strict):
+    whenAware: ByKind
+    whenUnaware: ByKind
+
+
+class NamingRules(Envelope):
+    kind: Literal["Naming"]
+    nodeFeature: NonEmpty
+    topology: NonEmpty
+    resourceFlavor: ByKind
+    pool: AwareSplit
+    catalog: AwareSplit
+    localQueue: NonEmpty
+    unawareCpuDisplayName: NonEmpty
+    displayNameMaxLength: Annotated[int, Field(gt=0)]
+
+
+class ManagedLabel(Strict):
+    key: NonEmpty
+    stampValue: NonEmpty
+    stampWhen: Condition
+
+
+class GatedLabel(Strict):
+    key: NonEmpty
+    when: Condition
+
+
+class FlavorGroup(Strict):
+    key: list[NonEmpty] = Field(min_length=1)
+    contributes: Condition
+    pinCpuOnly: Condition | None = None
+
+
+class FlavorGroups(Strict):
+    cpu: FlavorGroup
+    accelerated: FlavorGroup
+
+
+class PoolIdentity(Strict):
+    generalGroup: NonEmpty
+    acceleratorGroup: NonEmpty
+
+
+class PoolIdentities(Strict):
+    whenAware: PoolIdentity
+    whenUnaware: PoolIdentity
+
+
+class GroupingRules(Envelope):
+    kind: Literal["Grouping"]
+    managedLabel: ManagedLabel
+    cpuOnlyLabel: GatedLabel
+    flavor: FlavorGroups
+    pool: PoolIdentities
+
+
+class CpuManufacturerSource(Strict):
+    label: NonEmpty
+    fallback: NonEmpty
+    absentValues: list[str] = []
+
+
+class AnnotationSource(Strict):
+    annotation: NonEmpty
+    stripCruft: bool = False
+    maxLength: str = "0"
+
+
+class LabelsSource(Strict):
+    labels: list[NonEmpty] = Field(min_length=1)
+    join: str = "-"
+
+
+class GKeyRules(Strict):
+    maxLength: Annotated[int, Field(gt=0)]
+    manufacturer: CpuManufacturerSource
+    idPrefix: list[Annotated[Union[Annotated[AnnotationSource, Tag("annotation")],
+                                   Annotated[LabelsSource, Tag("labels")]],
+                             Discriminator(_tag_by_key("annotation", "labels"))]]
+
+
+class AKeyRules(Strict):
+    labelPrefix: NonEmpty
+    value: NonEmpty
+
+
+class CutAt(Strict):
+    cutAt: NonEmpty
+
+
+class Delete(Strict):
+    delete: list[NonEmpty] = Field(min_length=1)
+
+
+class RegexReplace(Strict):
+    regex: NonEmpty
+    replace: str
+
+
+class Trim(Strict):
+    trim: Literal[True]
+
+
+CRUFT_KEYS = ("cutAt", "delete", "regex", "trim")
+CruftStep = Annotated[
+    Union[Annotated[CutAt, Tag("cutAt")], Annotated[Delete, Tag("delete")],
+          Annotated[RegexReplace, Tag("regex")], Annotated[Trim, Tag("trim")]],
+    Discriminator(_tag_by_key(*CRUFT_KEYS)),
+]
+
+
+class NormalizeNameRules(Strict):
+    cruft: list[CruftStep]
+    spaceBecomes: Annotated[str, StringConstraints(min_length=1, max_length=1)]
+    keep: NonEmpty
+    separators: NonEmpty
+
+
+class NormalisationRules(Envelope):
+    kind: Literal["Normalisation"]
+    gKey: GKeyRules
+    aKey: AKeyRules
+    normalizeName: NormalizeNameRules
+
+
+class UnitResources(Strict):
+    cpu: NonEmpty
+    ram: NonEmpty
+
+
+class PresetEntry(Strict):
+    tier: NonEmpty
+    prefixes: list[NonEmpty] = Field(min_length=1)
+    by: dict[NonEmpty, NonEmpty] = {}
+
+
+class PresetRules(Envelope):
+    kind: Literal["UnitResourcePresets"]
+    localStorage: NonEmpty
+    cpuPool: UnitResources
+    fallback: UnitResources
+    tiers: dict[NonEmpty, UnitResources]
+    ignoreLeadingTokens: list[NonEmpty] = []
+    tokenSeparators: NonEmpty
+    manufacturers: dict[NonEmpty, list[PresetEntry]]
+
+
+class NamespaceRules(Envelope):
+    kind: Literal["Namespaces"]
+    reserved: list[NonEmpty]
+
+
+class TopologyRules(Envelope):
+    kind: Literal["Topology"]
+    levels: list[NonEmpty] = Field(min_length=1, max_length=16)
+
+
+class Quota(Strict):
+    resource: NonEmpty
+    nominalQuota: NonEmpty
+
+
+class Quotas(Strict):
+    cpu: Quota
+    accelerated: Quota
+
+
+class AdmissionCheckRule(Strict):
+    name: NonEmpty
+    controllerName: NonEmpty
+    when: Condition | None = None
+
+
+class QueueRules(Envelope):
+    kind: Literal["Queues"]
+    maxFlavorsPerGroup: Annotated[int, Field(gt=0)]
+    quota: Quotas
+    admissionChecks: list[AdmissionCheckRule]
+
+
+RULE_KINDS: dict[str, type[Envelope]] = {
+    model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
+    for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
+                  PresetRules, NamespaceRules, TopologyRules, QueueRules)
+}

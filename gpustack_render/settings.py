@@ -1,0 +1,48 @@
+"""Effective settings: rule defaults < the snapshot's settings object < ``--set``."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from gpustack_render.errors import Problem, UserError, did_you_mean
+from gpustack_render.snapshot import parse_bool
+
+
+def parse_overrides(pairs: Sequence[str], known: Mapping[str, bool]) -> dict[str, bool]:
+    """``--set NAME=VALUE`` pairs; an unknown name or a non-boolean value is a usage error."""
+    problems: list[Problem] = []
+    out: dict[str, bool] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep:
+            problems.append(Problem(f"--set {pair!r}: expected NAME=VALUE"))
+        elif name not in known:
+            problems.append(Problem(f"--set {name}: unknown setting",
+                                    hint=did_you_mean(name, known) or f"known: {', '.join(sorted(known))}"))
+        elif (parsed := parse_bool(value)) is None:
+            problems.append(Problem(f"--set {name}: {value!r} is not a boolean (true/false)"))
+        else:
+            out[name] = parsed
+    if problems:
+        raise UserError(problems)
+    return out
+
+
+def effective_settings(defaults: Mapping[str, bool], snapshot_values: Mapping[str, str],
+                       snapshot_origin: Mapping[str, tuple[str, str, str]], overrides: Mapping[str, bool]) -> dict[str, bool]:
+    problems: list[Problem] = []
+    settings = dict(defaults)
+    for key, raw in snapshot_values.items():
+        if key not in defaults:
+            continue  # the operator stores more keys than the renderer reads
+        parsed = parse_bool(raw)
+        if parsed is None:
+            file, obj, path = snapshot_origin[key]
+            problems.append(Problem(f'"{raw}" is not a boolean', file=file, obj=obj, path=path))
+        else:
+            settings[key] = parsed
+    if problems:
+        raise UserError(problems)
+    settings.update(overrides)
+    return settings

@@ -1,0 +1,231 @@
+"""Snapshot files → a validated, typed :class:`Snapshot` (inputs.md, cli-contract.md).
+
+Knows nothing of rules beyond where the settings object lives. Bulk parsing stays on C paths
+(json / libyaml); validation is pydantic; every problem of every object is reported in one pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pydantic import ValidationError
+
+from gpustack_render import inputs
+from gpustack_render.errors import Problem, UserError
+from gpustack_render.yamlio import parse_documents, read_text
+
+SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+_TRUE = {"true", "True", "TRUE", "t", "T", "1"}
+_FALSE = {"false", "False", "FALSE", "f", "F", "0"}
+
+
+def parse_bool(text: str) -> bool | None:
+    """The settings boolean grammar (inputs.md §9); ``None`` when ``text`` is not a boolean."""
+    text = text.strip()
+    return True if text in _TRUE else False if text in _FALSE else None
+
+
+@dataclass
+class Snapshot:
+    nodes: dict[str, inputs.Node] = field(default_factory=dict)
+    devices: dict[str, inputs.Devices] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    instance_types: dict[str, inputs.InstanceType] = field(default_factory=dict)
+    deleted_instance_types: dict[str, inputs.InstanceType] = field(default_factory=dict)
+    cluster_queues: dict[str, inputs.ClusterQueue] = field(default_factory=dict)
+    admission_checks: dict[str, inputs.AdmissionCheck] = field(default_factory=dict)
+    topologies: dict[str, inputs.Topology] = field(default_factory=dict)
+    resource_flavors: dict[str, inputs.ResourceFlavor] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    settings_origin: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    raw: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class _Source:
+    obj: dict[str, Any]
+    file: str
+
+
+def _expand(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
+    for raw in paths:
+        if raw == "-":
+            yield "<stdin>", None
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(p for p in path.rglob("*") if p.suffix in SNAPSHOT_SUFFIXES and p.is_file()):
+                yield str(child), child
+        elif path.exists():
+            yield raw, path
+        else:
+            raise UserError.single("no such file or directory", file=raw)
+
+
+def _flatten(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        problems.append(Problem("a document must be a mapping (a Kubernetes object)", file=file))
+        return
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            yield from _flatten(item, file, problems)
+        return
+    yield doc
+
+
+def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source]:
+    sources: list[_Source] = []
+    for display, path in _expand(paths):
+        try:
+            text = sys.stdin.read() if path is None else read_text(path, display)
+            docs = parse_documents(text, display)
+        except UserError as err:
+            problems.extend(err.problems)
+            continue
+        for doc in docs:
+            sources.extend(_Source(obj, display) for obj in _flatten(doc, display, problems))
+    return sources
+
+
+def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
+    """(group, kind, namespace, name), or a message saying what is missing."""
+    api, kind, meta = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(api, str) or not api or not isinstance(kind, str) or not kind:
+        return "document without apiVersion/kind"
+    if not isinstance(name, str) or not name:
+        return "document without metadata.name"
+    group = api.rpartition("/")[0] if "/" in api else ""
+    namespace = meta.get("namespace") or ""
+    return group, kind, namespace if isinstance(namespace, str) else "", name
+
+
+def _object_label(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(error: dict[str, Any]) -> str:
+    kind, value = error["type"], error.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if kind in ("label_value", "quantity", "mode"):
+        return error["msg"]
+    words = {"int_type": "an integer", "bool_type": "a boolean", "string_type": "a string",
+             "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+             "model_attributes_type": "a mapping", "string_too_short": "a non-empty string"}
+    if kind in words:
+        shown = "null" if value is None else repr(value) if not isinstance(value, (dict, list)) \
+            else type(value).__name__
+        return f"expected {words[kind]}, got {shown}"
+    return error["msg"].lower()
+
+
+def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Snapshot:
+    problems: list[Problem] = []
+    sources = _read_objects(paths, problems)
+    seen: dict[tuple[str, str, str, str], _Source] = {}
+    snap = Snapshot()
+    settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
+    for source in sources:
+        ident = _identity(source.obj)
+        if isinstance(ident, str):
+            problems.append(Problem(ident, file=source.file))
+            continue
+        group, kind, namespace, name = ident
+        model = inputs.MODELS.get((group, kind))
+        if model is None:
+            continue
+        is_settings = kind in ("Secret", "ConfigMap")
+        if is_settings and (namespace, name) != settings_source:
+            continue
+        if not is_settings:
+            namespace = ""  # every other kind read is cluster-scoped (Namespace included)
+            ident = (group, kind, "", name)
+        if ident in seen:
+            if seen[ident].obj != source.obj:
+                problems.append(Problem(f"conflicts with a different object of the same identity in "
+                                        f"{seen[ident].file}", file=source.file,
+                                        obj=_object_label(kind, namespace, name)))
+            continue
+        seen[ident] = source
+        try:
+            typed = model.model_validate(source.obj)
+        except ValidationError as err:
+            label = _object_label(kind, namespace, name)
+            problems.extend(Problem(_message(e), file=source.file, obj=label, path=_path(e["loc"]))
+                            for e in err.errors())
+            continue
+        _place(snap, kind, typed, source, settings_objects, problems)
+    _resolve_settings(snap, settings_objects, problems)
+    if problems:
+        raise UserError(problems)
+    snap.namespaces.sort()
+    return snap
+
+
+def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
+           settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
+    meta: inputs.Meta = typed.metadata
+    deleting = meta.deletionTimestamp is not None
+    if kind == "Node":
+        if not deleting:
+            snap.nodes[meta.name] = typed
+    elif kind == "Devices":
+        snap.devices[meta.name] = typed
+    elif kind == "Namespace":
+        if not deleting and typed.status.phase != "Terminating":
+            snap.namespaces.append(meta.name)
+    elif kind == "InstanceType":
+        spec = typed.spec
+        if spec.acceleratable and not spec.acceleratorGroup:
+            problems.append(Problem("required when spec.acceleratable is true", file=source.file,
+                                    obj=f"InstanceType/{meta.name}", path="spec.acceleratorGroup"))
+        (snap.deleted_instance_types if deleting else snap.instance_types)[meta.name] = typed
+    elif kind == "ClusterQueue":
+        snap.cluster_queues[meta.name] = typed.model_copy(update={
+            "raw_resource_groups": (source.obj.get("spec") or {}).get("resourceGroups")})
+    elif kind == "AdmissionCheck":
+        snap.admission_checks[meta.name] = typed
+    elif kind == "Topology":
+        snap.topologies[meta.name] = typed
+    elif kind == "ResourceFlavor":
+        snap.resource_flavors[meta.name] = typed
+    else:
+        settings_objects.append((kind, source.file, typed))
+    if kind not in ("Node", "Devices", "Namespace", "Secret", "ConfigMap"):
+        api = source.obj["apiVersion"]
+        snap.raw[(api.rpartition("/")[0], kind, meta.namespace or "", meta.name)] = source.obj
+
+
+def _resolve_settings(snap: Snapshot, objects: list[tuple[str, str, inputs.SettingsObject]],
+                      problems: list[Problem]) -> None:
+    """Merge the settings Secret and ConfigMap; the Secret wins, ``stringData`` over ``data``."""
+    for kind, file, obj in sorted(objects, key=lambda o: o[0] == "Secret"):
+        label = _object_label(kind, obj.metadata.namespace, obj.metadata.name)
+        values: list[tuple[str, str, tuple[str, str, str]]] = []
+        for key, value in (obj.data or {}).items():
+            if kind == "Secret":
+                try:
+                    value = base64.b64decode(value, validate=True).decode("utf-8")
+                except (binascii.Error, UnicodeDecodeError):
+                    problems.append(Problem("is not valid base64", file=file, obj=label, path=f"data.{key}"))
+                    continue
+            values.append((key, value, (file, label, f"data.{key}")))
+        values.extend((key, value, (file, label, f"stringData.{key}"))
+                      for key, value in (obj.stringData or {}).items())
+        for key, value, origin in values:
+            snap.settings[key] = value
+            snap.settings_origin[key] = origin
