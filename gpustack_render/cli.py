@@ -113,3 +113,27 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         _write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
 
     _run(action, lambda: state["ctx"].diagnostics if "ctx" in state else None)
+
+
+@main.command("node-patches")
+@snapshot_args
+@set_option
+@rules_option
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json", "kubectl"]), default="yaml", show_default=True,
+              help="kubectl: ready-to-run `kubectl patch node` lines.")
+def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, fmt: str) -> None:
+    """RFC 6902 patches the worker applies to Nodes: capacity keys ("status") and fit labels ("")."""
+    state: dict[str, Any] = {}
+
+    def action() -> None:
+        from gpustack_render.patches import kubectl_lines
+        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        entries = pipeline.node_patches(ctx)
+        if fmt == "json":
+            _write_stdout(dump_json(entries))
+        elif fmt == "kubectl":
+            _write_stdout(kubectl_lines(entries))
+        else:
+            _write_stdout(dump_yaml(entries) if entries else "[]\n")
+
+    _run(action, lambda: state["ctx"].diagnostics if "ctx" in state else None)

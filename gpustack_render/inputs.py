@@ -55,7 +55,7 @@ class Meta(Model):
 
 
 class NodeStatus(Model):
-    capacity: dict[str, Quantity] = {}
+    capacity: dict[str, Quantity] | None = None  # None: the Node has no status.capacity at all
 
 
 class Node(Model):

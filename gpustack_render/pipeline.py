@@ -44,3 +44,8 @@ def render_objects(ctx: Context, templates_dir: Path | None) -> list[dict[str, A
 
 def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
     return Renderer(templates_dir).render_catalog(ctx.evaluation.plan)
+
+
+def node_patches(ctx: Context) -> list[dict[str, Any]]:
+    from gpustack_render.patches import node_patches as compute
+    return compute(ctx.snapshot, ctx.rules, ctx.evaluation, ctx.diagnostics)

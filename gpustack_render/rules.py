@@ -29,6 +29,7 @@ QUEUE_FACTS = {"acceleratable"}
 CPU_FLAVOR_FIELDS = {"gKey", "gManu", "os", "arch", "count", "profile"}
 ACCEL_FLAVOR_FIELDS = CPU_FLAVOR_FIELDS | {"aKey", "manufacturer"}
 QUOTA_VARIABLES = {"capacity", "count", "nodes", "M"}
+CAPACITY_VARIABLES = {"L", "P", "slices", "vram", "overcommit", "M"}
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
 
@@ -74,6 +75,16 @@ class QuotaRule:
     nominal_quota: Arithmetic
 
 
+@dataclass(frozen=True)
+class CapacityFamilyRule:
+    name: str
+    population: str
+    pool: NameFormat
+    requires_partition_kind: bool
+    keys: tuple[tuple[NameFormat, Arithmetic], ...]
+    profile_key: NameFormat | None
+
+
 @dataclass
 class Rules:
     """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
@@ -107,6 +118,11 @@ class Rules:
     quota_cpu: QuotaRule
     quota_accelerated: QuotaRule
     admission_checks: tuple[AdmissionCheckRule, ...]
+    capacity_families: tuple[CapacityFamilyRule, ...] = ()
+    fit_sliced_label: NameFormat | None = None
+    fit_shared_label: NameFormat | None = None
+    share_units: int = 0
+    shared_modes: frozenset[int] = frozenset()
     origins: dict[str, str] = field(default_factory=dict)
 
 

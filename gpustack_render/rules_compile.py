@@ -8,7 +8,7 @@ from typing import Any, Callable
 from gpustack_render import schema
 from gpustack_render.errors import did_you_mean
 from gpustack_render.expressions import Arithmetic, NameFormat, RuleMeaningError, always, compile_condition
-from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
+from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CapacityFamilyRule, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
                                    QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
                                    ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
 
@@ -156,6 +156,24 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     node_feature = fmt("Naming", ("nodeFeature",), naming.nodeFeature, {"node"})
     topology = fmt("Naming", ("topology",), naming.topology, {"profile"})
     local_queue = fmt("Naming", ("localQueue",), naming.localQueue, {"clusterQueue"})
+    capacity: schema.CapacityRules = m["Capacity"]
+    families = []
+    for i, fam in enumerate(capacity.families):
+        loc = ("families", i)
+        pool = fmt("Capacity", loc + ("pool",), fam.pool, {"base"})
+        keys = tuple((fmt("Capacity", loc + ("keys", j, "key"), k.key, {"base"}),
+                      c.at("Capacity", loc + ("keys", j, "value"),
+                           lambda k=k: Arithmetic.compile(k.value, CAPACITY_VARIABLES)))
+                     for j, k in enumerate(fam.keys))
+        profile_key = fmt("Capacity", loc + ("profileKey",), fam.profileKey, {"base", "kind", "profile"}) \
+            if fam.profileKey else None
+        families.append(CapacityFamilyRule(fam.name, fam.population, pool, fam.requiresPartitionKind, keys,
+                                           profile_key))
+    fit = capacity.fitLabels
+    fit_sliced = fmt("Capacity", ("fitLabels", "slicedMaxFreeUnits"), fit.slicedMaxFreeUnits, {"aKey"})
+    fit_shared = fmt("Capacity", ("fitLabels", "sharedFreeCards"), fit.sharedFreeCards, {"aKey"})
+    share_expr = c.at("Capacity", ("fitLabels", "shareUnits"), lambda: Arithmetic.compile(fit.shareUnits, {"M"}))
+    share_units = share_expr(M=manus.unitsPerAccelerator) if share_expr else 0
     if c.problems:
         return None
     return Rules(
@@ -173,5 +191,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         reserved_namespaces=frozenset(m["Namespaces"].reserved), topology_levels=levels,
         max_flavors_per_group=queues.maxFlavorsPerGroup,
         quota_cpu=quota["cpu"], quota_accelerated=quota["accelerated"],  # type: ignore[arg-type]
-        admission_checks=tuple(checks), origins=c.origins,
+        admission_checks=tuple(checks), capacity_families=tuple(families), fit_sliced_label=fit_sliced,
+        fit_shared_label=fit_shared, share_units=share_units, shared_modes=frozenset(fit.sharedModes),
+        origins=c.origins,
     )

@@ -294,8 +294,35 @@ class QueueRules(Envelope):
     admissionChecks: list[AdmissionCheckRule]
 
 
+class CapacityKey(Strict):
+    key: NonEmpty
+    value: NonEmpty
+
+
+class CapacityFamily(Strict):
+    name: NonEmpty
+    population: Literal["logical", "partitioned"]
+    pool: NonEmpty
+    requiresPartitionKind: bool = False
+    keys: list[CapacityKey] = Field(min_length=1)
+    profileKey: NonEmpty | None = None
+
+
+class FitLabels(Strict):
+    slicedMaxFreeUnits: NonEmpty
+    sharedFreeCards: NonEmpty
+    shareUnits: NonEmpty
+    sharedModes: list[Annotated[int, Field(ge=0, le=5)]]
+
+
+class CapacityRules(Envelope):
+    kind: Literal["Capacity"]
+    families: list[CapacityFamily] = Field(min_length=1)
+    fitLabels: FitLabels
+
+
 RULE_KINDS: dict[str, type[Envelope]] = {
     model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
     for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
-                  PresetRules, NamespaceRules, TopologyRules, QueueRules)
+                  PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules)
 }

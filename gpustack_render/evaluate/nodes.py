@@ -112,7 +112,7 @@ class NodeEvaluator:
                                     f"{self.rules.normalisation.gKey.maxLength} characters", obj=label,
                                     path="metadata.labels"))
         gmanu = gkey.split("-", 1)[0]
-        cpu = node.status.capacity.get("cpu")
+        cpu = (node.status.capacity or {}).get("cpu")
         cpu_count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
         akeys = self.akeys(labels)
         has_accel = labels.get(ACCELERATABLE_LABEL) == "true" or bool(akeys)

@@ -1,0 +1,213 @@
+"""Stage 3 node capacity (stage3-node.md §4) and per-card fit labels (§5): desired owned keys.
+
+Pure: a Node, its Devices, its converged facts and the rules in; desired values and the owned-key
+predicate out. The patch itself is computed in :mod:`gpustack_render.patches`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Mapping
+
+from gpustack_render import inputs
+from gpustack_render.errors import Diagnostics
+from gpustack_render.evaluate.nodes import NodeFacts
+from gpustack_render.quantity import QuantityError, memory_label_mib
+from gpustack_render.rules import ManufacturerRule, Rules
+
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+FIT_PREFIXES = ("sliced-max-free-units.fit.gpustack.ai/", "shared-free-cards.fit.gpustack.ai/")
+
+
+def valid_qualified_name(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    return bool(_QUALIFIED.match(key)) and len(name) <= 63 and len(prefix) <= 253 and key.count("/") <= 1
+
+
+@dataclass
+class _Tally:
+    """One manufacturer's sums over its models."""
+
+    values: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    logical: int = 0
+    partitioned: int = 0
+    profiles: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class NodeDesired:
+    capacity: dict[str, int]
+    labels: dict[str, str]
+
+
+class CapacityEvaluator:
+    def __init__(self, rules: Rules, diagnostics: Diagnostics) -> None:
+        self.rules, self.diag = rules, diagnostics
+        self.M = rules.units_per_accelerator
+        self._akey_prefix = rules.normalisation.aKey.labelPrefix
+        self._owned_exact: set[str] = set()
+        self._owned_prefixes: list[str] = []
+        for manu in rules.manufacturers.values():
+            for family in rules.capacity_families:
+                self._owned_exact.update(k.render({"base": manu.resource_base}) for k, _ in family.keys)
+                if family.profile_key and manu.partition_kind:
+                    probe = family.profile_key.render({"base": manu.resource_base, "kind": manu.partition_kind,
+                                                       "profile": "\x00"})
+                    self._owned_prefixes.append(probe.split("\x00", 1)[0])
+
+    # --- ownership -------------------------------------------------------------------------------
+    def owns_capacity(self, key: str) -> bool:
+        return key in self._owned_exact or any(key.startswith(p) and len(key) > len(p)
+                                               for p in self._owned_prefixes)
+
+    @staticmethod
+    def owns_label(key: str) -> bool:
+        return any(key.startswith(p) and len(key) > len(p) for p in FIT_PREFIXES)
+
+    # --- desired ---------------------------------------------------------------------------------
+    def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts) -> NodeDesired:
+        if not facts.managed or devices is None:
+            return NodeDesired({}, {})
+        return NodeDesired(self._capacity(node, devices, facts), self._fit_labels(node, devices))
+
+    def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
+        groups = {f"{g.manufacturer}-{g.id}": g for g in devices.spec.groups}
+        ledger = {(g.manufacturer, g.id): {a.id: a for a in g.accelerators} for g in devices.status.groups}
+        tallies: dict[str, _Tally] = {}
+        labels = facts.converged
+        for akey in facts.akeys:
+            group = groups.get(akey)
+            if group is None:
+                continue
+            manufacturer = self.rules.manufacturers[akey.split("-", 1)[0]]
+            vram = self._vram(node, akey, labels)
+            logical = partitioned = slices = 0
+            overcommit_any = False
+            profiles: dict[str, int] = defaultdict(int)
+            rows = ledger.get((group.manufacturer, group.id), {})
+            for card in group.accelerators:
+                status = card.status
+                if status.physicalSliced is not None and status.physicalSliced.count > 0:
+                    partitioned += 1
+                    self._card_profiles(manufacturer, status.physicalSliced, rows.get(card.id), profiles)
+                elif status.logicalSliced is not None and status.logicalSliced.count > 0:
+                    logical += 1
+                    slices += status.logicalSliced.count
+                    overcommit_any |= status.logicalSliced.coresPercentageOvercommit
+            if logical == 0 and partitioned == 0:
+                continue
+            detail = group.acceleratorSlicedDetail.logical if group.acceleratorSlicedDetail else None
+            overcommit = bool(detail.coresPercentageOvercommit) if detail is not None else overcommit_any
+            tally = tallies.setdefault(manufacturer.name, _Tally())
+            tally.logical += logical
+            tally.partitioned += partitioned
+            variables = {"L": logical, "P": partitioned, "slices": slices, "vram": vram,
+                         "overcommit": overcommit, "M": self.M}
+            for family in self.rules.capacity_families:
+                for key_fmt, expr in family.keys:
+                    tally.values[key_fmt.render({"base": manufacturer.resource_base})] += expr(**variables)
+            for name, count in profiles.items():
+                tally.profiles[name] += count
+        capacity = node.status.capacity or {}
+        desired: dict[str, int] = {}
+        for manu_name, tally in sorted(tallies.items()):
+            manufacturer = self.rules.manufacturers[manu_name]
+            base = manufacturer.resource_base
+            for family in self.rules.capacity_families:
+                population = tally.logical if family.population == "logical" else tally.partitioned
+                if population <= 0 or (family.requires_partition_kind and not manufacturer.partition_kind):
+                    continue
+                if capacity.get(family.pool.render({"base": base}), Fraction(0)) <= 0:
+                    continue
+                for key_fmt, _ in family.keys:
+                    key = key_fmt.render({"base": base})
+                    desired[key] = tally.values[key]
+                if family.profile_key and manufacturer.partition_kind:
+                    for profile, count in sorted(tally.profiles.items()):
+                        key = family.profile_key.render({"base": base, "kind": manufacturer.partition_kind,
+                                                         "profile": profile})
+                        if valid_qualified_name(key):
+                            desired[key] = count
+                        else:
+                            self.diag.warn(f"Node/{node.metadata.name}: partition profile {profile!r} would give "
+                                           f"the invalid resource name {key!r}; skipped")
+        return desired
+
+    def _vram(self, node: inputs.Node, akey: str, labels: Mapping[str, str]) -> int:
+        raw = labels.get(f"{self._akey_prefix}{akey}.memory")
+        if not raw:
+            return 0
+        try:
+            return memory_label_mib(raw)
+        except QuantityError:
+            self.diag.warn(f"Node/{node.metadata.name}: label {self._akey_prefix}{akey}.memory={raw!r} is not a "
+                           f"quantity; read as 0 MiB")
+            return 0
+
+    def _card_profiles(self, manufacturer: ManufacturerRule, physical: inputs.PhysicalSliced,
+                       row: inputs.LedgerAccelerator | None, out: dict[str, int]) -> None:
+        """§4.4: a ready ledger row counts allocated + remaining; otherwise the static ceiling."""
+        publish = self.publish_profile
+        for profile in physical.profiles:
+            out[publish(manufacturer, profile.name)] += 0
+        if row is not None and (row.allocatedProfiles or row.remainingProfiles):
+            for entry in row.allocatedProfiles + row.remainingProfiles:
+                out[publish(manufacturer, entry.name)] += entry.count
+        else:
+            for profile in physical.profiles:
+                out[publish(manufacturer, profile.name)] += profile.count
+
+    @staticmethod
+    def publish_profile(manufacturer: ManufacturerRule, name: str) -> str:
+        fields = name.lower().split()
+        published = fields[-1] if fields else ""
+        for pattern, replacement in manufacturer.publish_profile:
+            published = pattern.sub(replacement, published)
+        return published
+
+    def _fit_labels(self, node: inputs.Node, devices: inputs.Devices) -> dict[str, str]:
+        rules = self.rules
+        assert rules.fit_sliced_label is not None and rules.fit_shared_label is not None
+        spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
+        labels: dict[str, str] = {}
+        for ledger_group in devices.status.groups:
+            akey = f"{ledger_group.manufacturer}-{ledger_group.id}"
+            sliced_key = rules.fit_sliced_label.render({"aKey": akey})
+            shared_key = rules.fit_shared_label.render({"aKey": akey})
+            if not (valid_qualified_name(sliced_key) and valid_qualified_name(shared_key)):
+                self.diag.warn(f"Node/{node.metadata.name}: accelerator group {akey!r} gives invalid fit label "
+                               f"keys; no fit labels for it")
+                continue
+            spec = spec_groups.get((ledger_group.manufacturer, ledger_group.id))
+            if spec is None:
+                continue
+            cards = {c.id: c for c in spec.accelerators}
+            sliceable_present = whole_present = False
+            max_free, free_cards = 0, 0
+            for card in spec.accelerators:
+                st = card.status
+                partitioned = st.physicalSliced is not None and st.physicalSliced.count > 0
+                sliceable_present |= not partitioned and st.logicalSliced is not None and st.logicalSliced.count > 0
+                whole_present |= not partitioned
+            for row in ledger_group.accelerators:
+                card = cards.get(row.id)
+                if card is None:
+                    continue
+                st = card.status
+                partitioned = st.physicalSliced is not None and st.physicalSliced.count > 0
+                if partitioned:
+                    continue
+                if st.logicalSliced is not None and st.logicalSliced.count > 0:
+                    free = 0 if row.allocatedSlices >= st.logicalSliced.count else row.remaining
+                    max_free = max(max_free, free)
+                if row.mode in rules.shared_modes and row.remaining >= rules.share_units:
+                    free_cards += 1
+            if sliceable_present:
+                labels[sliced_key] = str(max_free)
+            if whole_present:
+                labels[shared_key] = str(free_cards)
+        return labels
