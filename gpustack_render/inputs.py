@@ -36,8 +36,37 @@ def _quantity(value: Any) -> Fraction:
         raise PydanticCustomError("quantity", "{message}", {"message": str(err)}) from None
 
 
+def _label_map(value: Any) -> Any:
+    """Label/annotation maps, converted in one call per map (not per value) for 10,000-node speed."""
+    if not isinstance(value, dict):
+        return value
+    if all(type(v) is str for v in value.values()):
+        return value
+    out = {}
+    for key, item in value.items():
+        try:
+            out[key] = _label_value(item)
+        except PydanticCustomError as err:
+            raise PydanticCustomError("keyed", "{message}", {"key": str(key), "message": err.message()}) from None
+    return out
+
+
+def _quantity_map(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        try:
+            out[key] = _quantity(item)
+        except PydanticCustomError as err:
+            raise PydanticCustomError("keyed", "{message}", {"key": str(key), "message": err.message()}) from None
+    return out
+
+
 LabelValue = Annotated[str, BeforeValidator(_label_value)]
+LabelMap = Annotated[dict[str, str], BeforeValidator(_label_map)]
 Quantity = Annotated[Fraction, BeforeValidator(_quantity)]
+QuantityMap = Annotated[dict[str, Any], BeforeValidator(_quantity_map)]
 StrictInt = Annotated[int, Strict()]
 StrictBool = Annotated[bool, Strict()]
 
@@ -49,18 +78,18 @@ class Model(BaseModel):
 class Meta(Model):
     name: Annotated[str, Field(min_length=1)]
     namespace: str = ""
-    labels: dict[str, LabelValue] | None = None
-    annotations: dict[str, LabelValue] | None = None
+    labels: LabelMap | None = None
+    annotations: LabelMap | None = None
     deletionTimestamp: Any = None
 
 
 class NodeStatus(Model):
-    capacity: dict[str, Quantity] | None = None  # None: the Node has no status.capacity at all
+    capacity: QuantityMap | None = None  # None: the Node has no status.capacity at all
 
 
 class Node(Model):
     metadata: Meta
-    status: NodeStatus = NodeStatus()
+    status: NodeStatus = Field(default_factory=NodeStatus)
 
 
 # --- Devices ---------------------------------------------------------------------------------------
@@ -86,7 +115,7 @@ class StaticProfile(Model):
 
 class PhysicalSliced(Model):
     count: StrictInt = 0
-    profiles: list[StaticProfile] = []
+    profiles: list[StaticProfile] = Field(default_factory=list)
 
 
 class AcceleratorStatus(Model):
@@ -97,7 +126,7 @@ class AcceleratorStatus(Model):
 class Accelerator(Model):
     id: Annotated[str, Field(min_length=1)]
     index: StrictInt | None = None
-    status: AcceleratorStatus = AcceleratorStatus()
+    status: AcceleratorStatus = Field(default_factory=AcceleratorStatus)
 
 
 class DeviceGroup(Model):
@@ -105,7 +134,7 @@ class DeviceGroup(Model):
     manufacturer: Annotated[str, Field(min_length=1)]
     name: str = ""
     acceleratorSlicedDetail: SlicedDetail | None = None
-    accelerators: list[Accelerator] = []
+    accelerators: list[Accelerator] = Field(default_factory=list)
 
 
 class ProfileCount(Model):
@@ -132,28 +161,28 @@ class LedgerAccelerator(Model):
     allocated: StrictInt = 0
     remaining: StrictInt = 0
     allocatedSlices: StrictInt = 0
-    allocatedProfiles: list[ProfileCount] = []
-    remainingProfiles: list[ProfileCount] = []
+    allocatedProfiles: list[ProfileCount] = Field(default_factory=list)
+    remainingProfiles: list[ProfileCount] = Field(default_factory=list)
 
 
 class LedgerGroup(Model):
     id: Annotated[str, Field(min_length=1)]
     manufacturer: Annotated[str, Field(min_length=1)]
-    accelerators: list[LedgerAccelerator] = []
+    accelerators: list[LedgerAccelerator] = Field(default_factory=list)
 
 
 class DevicesSpec(Model):
-    groups: list[DeviceGroup] = []
+    groups: list[DeviceGroup] = Field(default_factory=list)
 
 
 class DevicesStatus(Model):
-    groups: list[LedgerGroup] = []
+    groups: list[LedgerGroup] = Field(default_factory=list)
 
 
 class Devices(Model):
     metadata: Meta
-    spec: DevicesSpec = DevicesSpec()
-    status: DevicesStatus = DevicesStatus()
+    spec: DevicesSpec = Field(default_factory=DevicesSpec)
+    status: DevicesStatus = Field(default_factory=DevicesStatus)
 
 
 # --- the rest ----------------------------------------------------------------------------------------
@@ -164,7 +193,7 @@ class NamespaceStatus(Model):
 
 class Namespace(Model):
     metadata: Meta
-    status: NamespaceStatus = NamespaceStatus()
+    status: NamespaceStatus = Field(default_factory=NamespaceStatus)
 
 
 class InstanceTypeSpec(Model):
@@ -188,21 +217,21 @@ class QuotaResource(Model):
 
 class QuotaFlavor(Model):
     name: str
-    resources: list[QuotaResource] = []
+    resources: list[QuotaResource] = Field(default_factory=list)
 
 
 class ResourceGroup(Model):
-    flavors: list[QuotaFlavor] = []
+    flavors: list[QuotaFlavor] = Field(default_factory=list)
 
 
 class ClusterQueueSpec(Model):
-    resourceGroups: list[ResourceGroup] = []
+    resourceGroups: list[ResourceGroup] = Field(default_factory=list)
     stopPolicy: str = ""
 
 
 class ClusterQueue(Model):
     metadata: Meta
-    spec: ClusterQueueSpec = ClusterQueueSpec()
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
     raw_resource_groups: Any = None
 
 
@@ -212,12 +241,12 @@ class Condition(Model):
 
 
 class ConditionsStatus(Model):
-    conditions: list[Condition] = []
+    conditions: list[Condition] = Field(default_factory=list)
 
 
 class AdmissionCheck(Model):
     metadata: Meta
-    status: ConditionsStatus = ConditionsStatus()
+    status: ConditionsStatus = Field(default_factory=ConditionsStatus)
 
 
 class TopologyLevel(Model):
@@ -225,12 +254,12 @@ class TopologyLevel(Model):
 
 
 class TopologySpec(Model):
-    levels: list[TopologyLevel] = []
+    levels: list[TopologyLevel] = Field(default_factory=list)
 
 
 class Topology(Model):
     metadata: Meta
-    spec: TopologySpec = TopologySpec()
+    spec: TopologySpec = Field(default_factory=TopologySpec)
 
 
 class ResourceFlavorSpec(Model):
@@ -239,13 +268,13 @@ class ResourceFlavorSpec(Model):
 
 class ResourceFlavor(Model):
     metadata: Meta
-    spec: ResourceFlavorSpec = ResourceFlavorSpec()
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
 
 
 class SettingsObject(Model):
     metadata: Meta
-    data: dict[str, LabelValue] | None = None
-    stringData: dict[str, LabelValue] | None = None
+    data: LabelMap | None = None
+    stringData: LabelMap | None = None
 
 
 # (API group, kind) → model. Any version of the group is accepted (inputs.md §1).

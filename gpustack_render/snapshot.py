@@ -121,7 +121,7 @@ def _message(error: dict[str, Any]) -> str:
     kind, value = error["type"], error.get("input")
     if kind == "missing":
         return "required field is missing"
-    if kind in ("label_value", "quantity", "mode"):
+    if kind in ("label_value", "quantity", "mode", "keyed"):
         return error["msg"]
     words = {"int_type": "an integer", "bool_type": "a boolean", "string_type": "a string",
              "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
@@ -165,7 +165,8 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
             typed = model.model_validate(source.obj)
         except ValidationError as err:
             label = _object_label(kind, namespace, name)
-            problems.extend(Problem(_message(e), file=source.file, obj=label, path=_path(e["loc"]))
+            problems.extend(Problem(_message(e), file=source.file, obj=label,
+                                    path=_path(e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())))
                             for e in err.errors())
             continue
         _place(snap, kind, typed, source, settings_objects, problems)
