@@ -28,7 +28,7 @@ def _run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics
     except UserError as err:
         _flush_warnings(diagnostics())
         for problem in err.problems:
-            click.echo(f"{PROG}: {problem.format()}", err=True)
+            click.echo(problem.format() if problem.compiler_style else f"{PROG}: {problem.format()}", err=True)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Exit, click.ClickException, SystemExit):
         raise

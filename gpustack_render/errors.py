@@ -31,6 +31,7 @@ class Problem:
     path: str = ""
     hint: str = ""
     severity: str = "error"
+    compiler_style: bool = False  # rule files: ``file:line:col: error: …`` like a compiler
 
     def location(self) -> str:
         parts = [self.file] if self.file else []
@@ -41,7 +42,10 @@ class Problem:
         return ":".join(parts)
 
     def format(self) -> str:
-        pieces = [p for p in (self.location(), self.severity, self.obj, self.path) if p]
+        """``file:line:col: error: path: msg`` for rule files, ``error: file:line: Kind/name: path: msg``
+        for everything else (inputs.md §10)."""
+        order = (self.location(), self.severity) if self.compiler_style else (self.severity, self.location())
+        pieces = [p for p in (*order, self.obj, self.path) if p]
         text = ": ".join(pieces) + ": " + self.message
         if self.hint:
             text += f" ({self.hint})"

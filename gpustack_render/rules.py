@@ -7,6 +7,7 @@ raised together as one :class:`UserError` with ``file:line:col`` locations.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +148,8 @@ def _position(data: Any, loc: Loc) -> tuple[int | None, int | None]:
                 pos = lc.item(part) if lc else None
                 node = node[part]
             elif isinstance(node, dict) and part in node:
-                pos = lc.key(part) if lc else None
+                scalar = not isinstance(node[part], (dict, list))
+                pos = (lc.value(part) if scalar else lc.key(part)) if lc else None
                 node = node[part]
             else:
                 break
@@ -323,11 +325,16 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
         if kind not in by_kind:
             problems.append(Problem(f"no rule file of kind {kind}", file=str(rules_dir)))
     if problems:
-        raise UserError(sorted(problems, key=lambda p: (p.file, p.line or 0, p.column or 0)))
+        raise _rule_error(problems)
     rules = _compile({k: d for k, d in by_kind.items()}, problems)
     if problems or rules is None:
-        raise UserError(sorted(problems, key=lambda p: (p.file, p.line or 0, p.column or 0)))
+        raise _rule_error(problems)
     return rules
+
+
+def _rule_error(problems: list[Problem]) -> UserError:
+    ordered = sorted(problems, key=lambda p: (p.file, p.line or 0, p.column or 0, p.message))
+    return UserError([dataclasses.replace(p, compiler_style=True) for p in ordered])
 
 
 def _compile(docs: dict[str, _Document], problems: list[Problem]) -> Rules | None:

@@ -129,11 +129,15 @@ _GO_LEADING_FLAGS = re.compile(r"^\^\(\?([imsU]+)\)")
 
 
 def _go_regex_to_python(pattern: str) -> str:
-    """CRD patterns are Go RE2; Python's ``re`` only takes inline flags at the very start, so
-    ``^(?i)x`` (RE2: anchor, then case-insensitive) becomes the equivalent ``(?i)^x``."""
+    """CRD patterns are Go RE2. Python's ``re`` only takes inline flags at the very start, so
+    ``^(?i)x`` (RE2: anchor, then case-insensitive) becomes the equivalent ``(?i)^x``; and RE2's
+    ``$`` (without ``m``) matches only at the very end, which is Python's ``\\Z`` (Python's ``$``
+    would also match before a trailing newline)."""
     m = _GO_LEADING_FLAGS.match(pattern)
     if m and "U" not in m.group(1):
-        return f"(?{m.group(1)})^" + pattern[m.end():]
+        pattern = f"(?{m.group(1)})^" + pattern[m.end():]
+    if pattern.endswith("$") and not pattern.endswith("\\$") and "m" not in (m.group(1) if m else ""):
+        pattern = pattern[:-1] + "\\Z"
     return pattern
 
 
@@ -493,6 +497,13 @@ def test_normal_mode_catches_wrong_types(crds, mutate, needle):
     assert any(needle in e for e in errs), errs
 
 
+def test_go_patterns_translate_to_python():
+    assert _go_regex_to_python("^(?i)[a-z]+$") == "(?i)^[a-z]+\\Z"
+    assert _go_regex_to_python("^a\\$") == "^a\\$"
+    v = validator_for({"type": "string", "pattern": "^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$"})
+    assert v.is_valid("Abc-1") and not v.is_valid("abc\n") and not v.is_valid("-a")
+
+
 def test_int_or_string_accepts_both_forms(crds):
     normal = validator_for(crds["ClusterQueue"]["schema"])
     cq = _cq_with_quota()
@@ -530,11 +541,11 @@ def test_extension_checks_catch_violations(crds):
 # --------------------------------------------------------------------------------------------
 
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_LABEL_RE = re.compile(rf"^{_DNS1123_LABEL}$")
-DNS1123_SUBDOMAIN_RE = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*$")
+DNS1123_LABEL_RE = re.compile(rf"^{_DNS1123_LABEL}\Z")
+DNS1123_SUBDOMAIN_RE = re.compile(rf"^{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*\Z")
 _QUALIFIED_NAME_PART = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-QUALIFIED_NAME_PART_RE = re.compile(rf"^{_QUALIFIED_NAME_PART}$")
-LABEL_VALUE_RE = re.compile(rf"^({_QUALIFIED_NAME_PART})?$")
+QUALIFIED_NAME_PART_RE = re.compile(rf"^{_QUALIFIED_NAME_PART}\Z")
+LABEL_VALUE_RE = re.compile(rf"^({_QUALIFIED_NAME_PART})?\Z")
 
 ALLOWED_TOP_LEVEL = {"apiVersion", "kind", "metadata", "spec"}
 ALLOWED_METADATA = {"name", "namespace", "labels", "annotations"}
@@ -692,7 +703,7 @@ def test_references_resolve_within_the_render(variant):
 @pytest.mark.parametrize(
     "value, ok",
     [("", True), ("true", True), ("a", True), ("A.b_c-D", True), ("4", True), ("x" * 63, True),
-     ("x" * 64, False), ("-a", False), ("a-", False), ("a b", False), ("a/b", False), ("é", False)],
+     ("x" * 64, False), ("-a", False), ("a-", False), ("a b", False), ("a/b", False), ("é", False), ("a\n", False)],
 )
 def test_label_value_grammar(value, ok):
     assert (not label_value_errors(value)) is ok
@@ -706,7 +717,8 @@ def test_label_value_must_be_a_string():
     "key, ok",
     [("app", True), ("kubernetes.io/arch", True), ("general.feature.gpustack.ai/amd-epyc-7r13.count", True),
      ("a/" + "x" * 63, True), ("a/" + "x" * 64, False), ("/x", False), ("a/b/c", False),
-     ("Upper.Case/x", False), ("x.io/", False), ("x.io/-a", False), ("_x", False)],
+     ("Upper.Case/x", False), ("x.io/", False), ("x.io/-a", False), ("_x", False),
+     ("x\n", False)],
 )
 def test_qualified_name_grammar(key, ok):
     assert (not qualified_name_errors(key)) is ok
@@ -715,7 +727,8 @@ def test_qualified_name_grammar(key, ok):
 @pytest.mark.parametrize(
     "name, ok",
     [("gpustack--generic-linux-amd64", True), ("a.b-c", True), ("x" * 253, True), ("x" * 254, False),
-     ("Upper", False), ("a_b", False), ("-a", False), ("a.", False), ("", False)],
+     ("Upper", False), ("a_b", False), ("-a", False), ("a.", False), ("", False),
+     ("a\n", False)],
 )
 def test_dns1123_subdomain_grammar(name, ok):
     assert (not dns1123_subdomain_errors(name)) is ok

