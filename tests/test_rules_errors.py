@@ -295,9 +295,10 @@ def _missing_kind(rules: Path) -> list[Expect]:
 
 
 def _duplicate_kind(rules: Path) -> list[Expect]:
+    # files are read in name order, so the copy (sorting after namespaces.yaml) is the duplicate
     text = (rules / "namespaces.yaml").read_text(encoding="utf-8")
-    (rules / "namespaces-extra.yaml").write_text(text, encoding="utf-8")
-    return [Expect("namespaces-extra.yaml", line_of(text, "kind: Namespaces"), ("Namespaces", "namespaces.yaml"),
+    (rules / "z-namespaces.yaml").write_text(text, encoding="utf-8")
+    return [Expect("z-namespaces.yaml", line_of(text, "kind: Namespaces"), ("Namespaces", "/namespaces.yaml"),
                    "kind")]
 
 
@@ -358,7 +359,7 @@ CASES: dict[str, Case] = {
     "manufacturers-duplicate": Case(_duplicate_manufacturer, ("manufacturers.yaml",)),
     "manufacturers-bad-resource-base": Case(_bad_resource_base, ("manufacturers.yaml",)),
     "missing-kind": Case(_missing_kind, ()),
-    "duplicate-kind": Case(_duplicate_kind, ("namespaces-extra.yaml", "namespaces.yaml")),
+    "duplicate-kind": Case(_duplicate_kind, ("z-namespaces.yaml", "namespaces.yaml")),
     "manufacturers-bad-publish-regex": Case(_bad_regex, ("manufacturers.yaml",)),
     "normalisation-bad-cruft-regex": Case(_bad_cruft_regex, ("normalisation.yaml",)),
     "settings-bad-api-version": Case(_api_version, ("settings.yaml",)),
@@ -393,7 +394,7 @@ def test_missing_rules_directory(tmp_path: Path) -> None:
 TWO_BROKEN: dict[str, tuple[Callable[[Path], list[Expect]], Callable[[Path], list[Expect]]]] = {
     "naming-placeholder+queues-variable": (_placeholder, _expr_variable),
     "namespaces-type+manufacturers-key": (_string_for_list, _unknown_key),
-    "grouping-fact+presets-tier+topology-levels": (_unknown_fact, _unknown_tier),
+    "grouping-fact+presets-tier": (_unknown_fact, _unknown_tier),
     # a shape error in one file must not hide a meaning error in another
     "namespaces-type+naming-placeholder": (_string_for_list, _placeholder),
     "manufacturers-key+queues-syntax": (_unknown_key, _expr_syntax),
