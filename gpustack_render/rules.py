@@ -309,27 +309,44 @@ def _iter_kinds() -> Iterator[str]:
 
 
 def load_rules(rules_dir: Path | None = None) -> Rules:
-    """Load, validate and compile a rules directory (the packaged defaults when ``None``)."""
+    """Load, validate and compile a rules directory (the packaged defaults when ``None``).
+
+    All problems of all files are reported at once: when some files are broken, the others are
+    still compiled, their cross-references resolved against the built-in rules of the broken kinds.
+    """
     rules_dir = rules_dir or default_rules_dir()
     problems: list[Problem] = []
     documents = _read_documents(rules_dir, problems)
+    unreadable = sum(p.message.startswith("invalid YAML") for p in problems)
     by_kind: dict[str, _Document] = {}
     for doc in documents:
         if doc.kind in by_kind:
+            line, col = _position(doc.data, ("kind",))
             problems.append(Problem(f"rule kind {doc.kind} is already defined in {by_kind[doc.kind].file}",
-                                    file=doc.file, line=_position(doc.data, ("kind",))[0], path="kind"))
+                                    file=doc.file, line=line, column=col, path="kind"))
             continue
         by_kind[doc.kind] = doc
         _validate(doc, problems)
-    for kind in _iter_kinds():
-        if kind not in by_kind:
-            problems.append(Problem(f"no rule file of kind {kind}", file=str(rules_dir)))
-    if problems:
-        raise _rule_error(problems)
-    rules = _compile({k: d for k, d in by_kind.items()}, problems)
-    if problems or rules is None:
-        raise _rule_error(problems)
-    return rules
+    if not unreadable:  # a file that did not parse may well be the "missing" kind
+        for kind in _iter_kinds():
+            if kind not in by_kind:
+                problems.append(Problem(f"no rule file of kind {kind}", file=str(rules_dir)))
+    broken = [k for k in _iter_kinds() if k not in by_kind or by_kind[k].model is None]
+    merged = {k: d for k, d in by_kind.items() if d.model is not None}
+    substitutes: set[str] = set()
+    if broken and rules_dir.resolve() != default_rules_dir().resolve():
+        for doc in _read_documents(default_rules_dir(), []):
+            if doc.kind in broken:
+                _validate(doc, [])
+                merged[doc.kind] = doc
+                substitutes.add(doc.file)
+    if all(k in merged and merged[k].model is not None for k in _iter_kinds()):
+        compile_problems: list[Problem] = []
+        rules = _compile(merged, compile_problems)
+        problems.extend(p for p in compile_problems if p.file not in substitutes)
+        if not problems and rules is not None:
+            return rules
+    raise _rule_error(problems)
 
 
 def _rule_error(problems: list[Problem]) -> UserError:

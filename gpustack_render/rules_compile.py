@@ -59,8 +59,10 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         if not _RESOURCE_NAME.match(item.resourceBase) or "/" not in item.resourceBase:
             c.fail("Manufacturers", ("items", i, "resourceBase"),
                    f"'{item.resourceBase}' is not a valid extended resource name (domain/name)")
-        rewrites = c.at("Manufacturers", ("items", i, "publishProfile"), lambda item=item: tuple(
-            (re.compile(r.match), r.replace) for r in item.publishProfile)) or ()
+        rewrites = tuple(
+            compiled for j, r in enumerate(item.publishProfile)
+            if (compiled := c.at("Manufacturers", ("items", i, "publishProfile", j, "match"),
+                                 lambda r=r: (re.compile(r.match), r.replace))) is not None)
         manufacturers[item.name] = ManufacturerRule(item.name, item.resourceBase, item.partitionKind, rewrites)
 
     tiers = set(presets.tiers)
@@ -82,8 +84,9 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         entries[manu] = tuple(flat)
 
     levels = tuple(m["Topology"].levels)
-    if len(set(levels)) != len(levels):
-        c.fail("Topology", ("levels",), "topology levels must be unique")
+    for i, level in enumerate(levels):
+        if level in levels[:i]:
+            c.fail("Topology", ("levels", i), f"topology level '{level}' is listed twice; levels must be unique")
     if levels and levels[-1] != HOSTNAME_LEVEL:
         c.fail("Topology", ("levels", len(levels) - 1), f"the last topology level must be {HOSTNAME_LEVEL}")
 

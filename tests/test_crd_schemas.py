@@ -703,7 +703,8 @@ def test_references_resolve_within_the_render(variant):
 @pytest.mark.parametrize(
     "value, ok",
     [("", True), ("true", True), ("a", True), ("A.b_c-D", True), ("4", True), ("x" * 63, True),
-     ("x" * 64, False), ("-a", False), ("a-", False), ("a b", False), ("a/b", False), ("é", False), ("a\n", False)],
+     ("x" * 64, False), ("-a", False), ("a-", False), ("a b", False), ("a/b", False), ("é", False),
+     ("a\n", False)],
 )
 def test_label_value_grammar(value, ok):
     assert (not label_value_errors(value)) is ok
@@ -764,6 +765,7 @@ def test_quantities_are_strings(variant):
     bad = []
     for obj in objects_of(variant, ("ClusterQueue",)):
         for path, value in _iter_strings(obj.get("spec", {})):
-            if path.endswith((".nominalQuota", ".borrowingLimit", ".lendingLimit")) and not isinstance(value, str):
+            is_quantity = path.endswith((".nominalQuota", ".borrowingLimit", ".lendingLimit"))
+            if is_quantity and not isinstance(value, str):
                 bad.append(f"{ident(obj)}: {path} = {value!r}")
     assert not bad, "\n".join(bad)
