@@ -36,6 +36,24 @@ class StreamDumper(_CDumper):  # type: ignore[misc, valid-type]
     """libyaml dumper; key order is decided by the caller, never re-sorted here."""
 
 
+# Plain scalars that a YAML 1.2 reader (kustomize, kubectl, Go yaml.v3) would not read as strings.
+# PyYAML only knows YAML 1.1's resolvers, which miss e.g. ``1e3`` and ``0o17``.
+_YAML12_NON_STRING = re.compile(
+    r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
+    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    r"|true|True|TRUE|false|False|FALSE|null|Null|NULL|~|)$")
+
+
+def _represent_str(dumper: Any, value: str) -> Any:
+    if _YAML12_NON_STRING.match(value):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+    return dumper.represent_str(value)
+
+
+StreamDumper.add_representer(str, _represent_str)
+
+
 _JSON_START = re.compile(r"\s*[\[{]")
 
 

@@ -222,14 +222,10 @@ def test_yaml_stream_reads_the_same_in_yaml_1_1_and_1_2():
     assert_yaml_readers_agree("fixtures/demo")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: plain scalars like 1e3 / 0o17 are not quoted; YAML 1.2 "
-                   "readers (kustomize) and kubectl read them as numbers")
 def test_yaml_stream_quotes_strings_that_yaml_1_2_reads_as_numbers(tmp_path):
     assert_yaml_readers_agree(str(tricky_snapshot(tmp_path)))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: plain scalars like 1e3 / 0o17 are not quoted; "
-                   "kubectl kustomize turns the label value 1e3 into 1000")
 def test_kustomize_keeps_string_label_values(tmp_path, kubectl):
     snap = tricky_snapshot(tmp_path)
     want = json.loads(ok(run_cli("render", str(snap), "--format", "json")))["items"]
