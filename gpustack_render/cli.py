@@ -44,6 +44,12 @@ def _run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics
     sys.exit(code)
 
 
+def _command(body: Callable[[dict[str, Any]], None]) -> None:
+    """Run a command body; whatever context it stores under ``"ctx"`` supplies the warnings."""
+    state: dict[str, Any] = {}
+    _run(lambda: body(state), lambda: state["ctx"].diagnostics if "ctx" in state else None)
+
+
 def _flush_warnings(diag: Diagnostics | None) -> None:
     for warning in diag.warnings if diag else []:
         click.echo(f"{PROG}: warning: {warning}", err=True)
@@ -59,6 +65,11 @@ set_option = click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
                           help="Override a setting (repeatable); wins over the snapshot's gpustack-settings.")
 rules_option = click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path),
                             help="Rules directory (default: the built-in rules).")
+def chain_inputs(command: Callable[..., Any]) -> Callable[..., Any]:
+    """SNAPSHOT..., --set, --rules: the inputs every rendering command takes."""
+    return snapshot_args(set_option(rules_option(command)))
+
+
 templates_option = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path),
                                 help="Templates directory (default: the built-in templates).")
 
@@ -77,9 +88,7 @@ def main(debug: bool) -> None:
 
 
 @main.command()
-@snapshot_args
-@set_option
-@rules_option
+@chain_inputs
 @templates_option
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
 @click.option("-o", "--output-dir", type=click.Path(path_type=Path),
@@ -87,9 +96,7 @@ def main(debug: bool) -> None:
 def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
            fmt: str, output_dir: Path | None) -> None:
     """Render NodeFeature, Topology, AdmissionCheck, ResourceFlavor, InstanceType, ClusterQueue, LocalQueue."""
-    state: dict[str, Any] = {}
-
-    def action() -> None:
+    def action(state: dict[str, Any]) -> None:
         ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
         if output_dir is not None:
@@ -97,39 +104,31 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
         else:
             _write_stdout(format_objects(objects, fmt))
 
-    _run(action, lambda: state["ctx"].diagnostics if "ctx" in state else None)
+    _command(action)
 
 
 @main.command()
-@snapshot_args
-@set_option
-@rules_option
+@chain_inputs
 @templates_option
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
 def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
             fmt: str) -> None:
     """Print the read-only InstanceTypeFlavor catalog as a List."""
-    state: dict[str, Any] = {}
-
-    def action() -> None:
+    def action(state: dict[str, Any]) -> None:
         ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
         listing = pipeline.render_catalog(ctx, templates_dir)
         _write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
 
-    _run(action, lambda: state["ctx"].diagnostics if "ctx" in state else None)
+    _command(action)
 
 
 @main.command("node-patches")
-@snapshot_args
-@set_option
-@rules_option
+@chain_inputs
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json", "kubectl"]), default="yaml", show_default=True,
               help="kubectl: ready-to-run `kubectl patch node` lines.")
 def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, fmt: str) -> None:
     """RFC 6902 patches the worker applies to Nodes: capacity keys ("status") and fit labels ("")."""
-    state: dict[str, Any] = {}
-
-    def action() -> None:
+    def action(state: dict[str, Any]) -> None:
         from gpustack_render.patches import kubectl_lines
         ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
         entries = pipeline.node_patches(ctx)
@@ -140,4 +139,4 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
         else:
             _write_stdout(dump_yaml(entries) if entries else "[]\n")
 
-    _run(action, lambda: state["ctx"].diagnostics if "ctx" in state else None)
+    _command(action)
