@@ -2,77 +2,17 @@
 
 from __future__ import annotations
 
-import gc
-import sys
-import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from gpustack_render import pipeline
+from gpustack_render.commands.common import (DEBUG, chain_inputs, command_body, templates_option,
+                                             write_stdout)
 from gpustack_render.emit import format_objects, write_directory
-from gpustack_render.errors import EXIT_USAGE, PROG, Diagnostics, UserError
+from gpustack_render.errors import PROG
 from gpustack_render.yamlio import dump_json, dump_yaml
-
-_DEBUG = {"on": False}
-
-
-def _run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None] = lambda: None) -> None:
-    """The one error handler: user errors and internal failures become one-line messages, exit 2."""
-    # A snapshot is one large, acyclic object graph that lives for the whole (short) run: the
-    # cyclic collector would rescan it on every generation-2 pass and triple the run time.
-    gc.disable()
-    try:
-        code = action() or 0
-    except UserError as err:
-        _flush_warnings(diagnostics())
-        for problem in err.problems:
-            click.echo(problem.format() if problem.compiler_style else f"{PROG}: {problem.format()}", err=True)
-        sys.exit(EXIT_USAGE)
-    except (click.exceptions.Exit, click.ClickException, SystemExit):
-        raise
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as err:  # a bug: one line, traceback only with --debug
-        if _DEBUG["on"]:
-            traceback.print_exc()
-        click.echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
-                   f"(run with --debug for a traceback and please report it)", err=True)
-        sys.exit(EXIT_USAGE)
-    _flush_warnings(diagnostics())
-    sys.exit(code)
-
-
-def _command(body: Callable[[dict[str, Any]], None]) -> None:
-    """Run a command body; whatever context it stores under ``"ctx"`` supplies the warnings."""
-    state: dict[str, Any] = {}
-    _run(lambda: body(state), lambda: state["ctx"].diagnostics if "ctx" in state else None)
-
-
-def _flush_warnings(diag: Diagnostics | None) -> None:
-    for warning in diag.warnings if diag else []:
-        click.echo(f"{PROG}: warning: {warning}", err=True)
-
-
-def _write_stdout(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-snapshot_args = click.argument("snapshot", nargs=-1, required=True, metavar="SNAPSHOT...")
-set_option = click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
-                          help="Override a setting (repeatable); wins over the snapshot's gpustack-settings.")
-rules_option = click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path),
-                            help="Rules directory (default: the built-in rules).")
-def chain_inputs(command: Callable[..., Any]) -> Callable[..., Any]:
-    """SNAPSHOT..., --set, --rules: the inputs every rendering command takes."""
-    return snapshot_args(set_option(rules_option(command)))
-
-
-templates_option = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path),
-                                help="Templates directory (default: the built-in templates).")
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show a traceback for internal errors.")
@@ -84,7 +24,7 @@ def main(debug: bool) -> None:
     for standard input, as `kubectl get -o yaml|json` prints them. Exit codes: 0 success, 1 a
     negative answer, 2 the job could not be done.
     """
-    _DEBUG["on"] = debug
+    DEBUG["on"] = debug
 
 
 @main.command()
@@ -102,9 +42,9 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
         if output_dir is not None:
             write_directory(objects, output_dir)
         else:
-            _write_stdout(format_objects(objects, fmt))
+            write_stdout(format_objects(objects, fmt))
 
-    _command(action)
+    command_body(action)
 
 
 @main.command()
@@ -117,9 +57,9 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
     def action(state: dict[str, Any]) -> None:
         ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
         listing = pipeline.render_catalog(ctx, templates_dir)
-        _write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
+        write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
 
-    _command(action)
+    command_body(action)
 
 
 @main.command("node-patches")
@@ -133,10 +73,21 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
         ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
         entries = pipeline.node_patches(ctx)
         if fmt == "json":
-            _write_stdout(dump_json(entries))
+            write_stdout(dump_json(entries))
         elif fmt == "kubectl":
-            _write_stdout(kubectl_lines(entries))
+            write_stdout(kubectl_lines(entries))
         else:
-            _write_stdout(dump_yaml(entries) if entries else "[]\n")
+            write_stdout(dump_yaml(entries) if entries else "[]\n")
 
-    _command(action)
+    command_body(action)
+
+
+def _register() -> None:
+    """Each further command lives in its own module under ``gpustack_render.commands``."""
+    from gpustack_render.commands import (diff_cmd, explain_cmd, lint_cmd, pin_cmd, schema_cmd, snapshot_cmd,
+                                          test_cmd, validate_cmd)
+    for module in (diff_cmd, validate_cmd, snapshot_cmd, lint_cmd, explain_cmd, test_cmd, schema_cmd, pin_cmd):
+        main.add_command(module.command)
+
+
+_register()

@@ -1,0 +1,1 @@
+"""One module per command beyond render/catalog/node-patches; each exports ``command``."""
