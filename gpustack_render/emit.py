@@ -30,9 +30,30 @@ def file_name(obj: dict[str, Any]) -> str:
     return f"{kind}-{meta['name']}.yaml"
 
 
+def _check_replaceable(target: Path) -> None:
+    """Only an earlier render (``kustomization.yaml`` and ``*.yaml`` files, nothing else) may be
+    replaced: ``-o .`` in a project must never wipe it."""
+    if target.is_symlink():
+        raise UserError.single("is a symbolic link; give the real directory", file=str(target))
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise UserError.single("exists and is not a directory", file=str(target))
+    cwd = Path.cwd().resolve()
+    if target == cwd or target in cwd.parents:
+        raise UserError.single("is the current directory or one of its parents; choose a dedicated "
+                               "output directory", file=str(target))
+    entries = list(target.iterdir())
+    if entries and (not (target / "kustomization.yaml").is_file()
+                    or any(not e.is_file() or e.suffix != ".yaml" for e in entries)):
+        raise UserError.single("is not empty and does not look like an earlier render (kustomization.yaml "
+                               "and *.yaml files only); refusing to replace it", file=str(target))
+
+
 def write_directory(objects: Sequence[dict[str, Any]], target: Path) -> None:
     """Write one file per object plus ``kustomization.yaml`` into a temporary sibling directory,
     then swap it in with renames, so readers never see a partial directory."""
+    _check_replaceable(target.absolute())
     target = target.resolve()
     parent = target.parent
     try:
@@ -51,8 +72,6 @@ def write_directory(objects: Sequence[dict[str, Any]], target: Path) -> None:
                          "sortOptions": {"order": "fifo"}, "resources": names}
         (staging / "kustomization.yaml").write_text(dump_yaml(kustomization), encoding="utf-8")
         os.chmod(staging, 0o755)
-        if target.exists() and not target.is_dir():
-            raise UserError.single("exists and is not a directory", file=str(target))
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent))

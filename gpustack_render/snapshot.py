@@ -44,6 +44,7 @@ class Snapshot:
     settings: dict[str, str] = field(default_factory=dict)
     settings_origin: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     raw: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
+    node_files: dict[str, str] = field(default_factory=dict)  # Node name → the file it came from
 
 
 @dataclass
@@ -184,6 +185,7 @@ def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
     if kind == "Node":
         if not deleting:
             snap.nodes[meta.name] = typed
+            snap.node_files[meta.name] = source.file
     elif kind == "Devices":
         snap.devices[meta.name] = typed
     elif kind == "Namespace":

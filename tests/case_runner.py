@@ -45,6 +45,7 @@ import os
 import shlex
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -253,8 +254,8 @@ def load_expected(case: Case) -> list[Any]:
 def _header(case: Case, cwd: Path) -> str:
     argv = command_argv(case, cwd, python="python")
     shown = " ".join(shlex.quote(a) for a in argv[:-2])  # without --format json
-    lines = [
-        f"# Golden for fixtures case {case.name!r}: {case.description}",
+    lines = ["# " + line for line in textwrap.wrap(f"Golden for fixtures case {case.name!r}: {case.description}", 98)]
+    lines += [
         f"# Command: {shown}",
         "# Written by `pytest tests/test_fixture_cases.py --update-goldens`; review every change against",
         "# the spec before committing. Compared semantically (tests/case_runner.py).",

@@ -196,9 +196,11 @@ def yaml12_load_all(data: bytes) -> list[Any]:
 
 def tricky_snapshot(tmp_path: Path) -> Path:
     """The demo Nodes renamed to valid Node names that YAML 1.2 reads as numbers unless quoted
-    (``1e3`` is a float, ``0o17`` an octal int; YAML 1.1 reads both as strings)."""
+    (``1e3``, ``1e-3``, ``1.0e5`` are floats, ``0o17`` an octal int; YAML 1.1, and so PyYAML's
+    emitter, takes all of them for strings). They end up in the label
+    ``nfd.node.kubernetes.io/node-name`` of the NodeFeatures."""
     doc = yaml.safe_load((DEMO / "nodes.yaml").read_text(encoding="utf-8"))
-    for node, name in zip(doc["items"], ["1e3", "0o17"]):
+    for node, name in zip(doc["items"], ["1e3", "0o17", "1e-3", "1.0e5"], strict=True):
         node["metadata"]["name"] = name
         node["metadata"]["labels"]["kubernetes.io/hostname"] = name
     dest = tmp_path / "snapshot"

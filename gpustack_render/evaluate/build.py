@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -31,7 +32,10 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     facts_list: list[NodeFacts] = []
     for name in sorted(snapshot.nodes):
         node = snapshot.nodes[name]
+        before = len(problems)
         facts = nodes.evaluate(node, problems)
+        problems[before:] = [dataclasses.replace(p, file=snapshot.node_files.get(name, ""))
+                             for p in problems[before:]]
         facts_list.append(facts)
         plan.node_features.append(NodeFeaturePlan(
             rules.node_feature_name.render({"node": name}), "gpustack-system", name,
