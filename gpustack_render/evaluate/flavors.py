@@ -62,8 +62,9 @@ class FlavorBuilder:
             count = int(raw) if raw.isdigit() else 0
             if count <= 0:
                 if facts.managed:
-                    self.diag.warn(f"Node/{facts.name}: label {self._akey_prefix}{akey}.count={raw!r} is not a "
-                                   f"positive integer; no flavor for {akey}")
+                    state = f"={raw!r} is not a positive integer" if raw else " is missing"
+                    self.diag.warn(f"Node/{facts.name}: label {self._akey_prefix}{akey}.count{state}; "
+                                   f"no flavor for {akey}")
                 continue
             node_facts = dict(facts.facts, acceleratorCount=count)
             if accel_kind.contributes(node_facts, self.settings):
