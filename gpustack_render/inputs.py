@@ -229,9 +229,15 @@ class ClusterQueueSpec(Model):
     stopPolicy: str = ""
 
 
+class ClusterQueueStatus(Model):
+    reservingWorkloads: StrictInt = 0
+    admittedWorkloads: StrictInt = 0
+
+
 class ClusterQueue(Model):
     metadata: Meta
     spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus = Field(default_factory=ClusterQueueStatus)
     raw_resource_groups: Any = None
 
 

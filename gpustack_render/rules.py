@@ -27,6 +27,9 @@ Loc = tuple[str | int, ...]
 # Closed vocabularies: what each rule location may refer to.
 NODE_FACTS = {"managed", "hasOsArch", "hasAccelerator", "cpuCount", "acceleratorCount"}
 QUEUE_FACTS = {"acceleratable"}
+LIFECYCLE_FACTS = {"queueExists", "queueDeleting", "instanceTypeDeleting", "inactive", "noFlavors", "hasGroups",
+                   "carriesQuota", "currentStopPolicy", "drained", "adminStopped", "hasWorkloads",
+                   "savedStopPolicy", "acceleratable"}
 CPU_FLAVOR_FIELDS = {"gKey", "gManu", "os", "arch", "count", "profile"}
 ACCEL_FLAVOR_FIELDS = CPU_FLAVOR_FIELDS | {"aKey", "manufacturer"}
 QUOTA_VARIABLES = {"capacity", "count", "nodes", "M"}
@@ -86,6 +89,25 @@ class CapacityFamilyRule:
     profile_key: NameFormat | None
 
 
+@dataclass(frozen=True)
+class StopPolicyRule:
+    name: str
+    when: CompiledCondition
+    stop_policy: str
+    groups: str
+    annotations: tuple[tuple[str, str], ...]
+    save_stop_policy: bool
+    origin: str
+
+
+@dataclass(frozen=True)
+class LifecycleWarningRule:
+    name: str
+    when: CompiledCondition
+    message: NameFormat
+    origin: str
+
+
 @dataclass
 class Rules:
     """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
@@ -124,6 +146,10 @@ class Rules:
     fit_shared_label: NameFormat | None = None
     share_units: int = 0
     shared_modes: frozenset[int] = frozenset()
+    resource_flavor_prefix: str = ""  # the literal start shared by both flavor name formats
+    lifecycle: tuple[StopPolicyRule, ...] = ()
+    lifecycle_warnings: tuple[LifecycleWarningRule, ...] = ()
+    lifecycle_markers: schema.LifecycleMarkers | None = None
     origins: dict[str, str] = field(default_factory=dict)
 
 
@@ -169,7 +195,7 @@ _ALL_FIELD_NAMES = {name for model in vars(schema).values() if isinstance(model,
 _TAGS = set(schema.CONDITION_KEYS) | set(schema.CRUFT_KEYS) | {"annotation", "labels"}
 
 
-_UNION_FIELDS = {"stampWhen", "when", "contributes", "pinCpuOnly", "not"}
+_UNION_FIELDS = {"stampWhen", "when", "contributes", "pinCpuOnly", "not"}  # tagged unions
 _UNION_LISTS = {"all", "any", "idPrefix", "cruft"}
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable
 
 from gpustack_render import schema
 from gpustack_render.errors import did_you_mean
 from gpustack_render.expressions import Arithmetic, NameFormat, RuleMeaningError, always, compile_condition
-from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CapacityFamilyRule, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
+from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, LIFECYCLE_FACTS, CapacityFamilyRule,
+                                   LifecycleWarningRule, StopPolicyRule, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
                                    QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
                                    ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
 
@@ -177,6 +179,32 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     fit_shared = fmt("Capacity", ("fitLabels", "sharedFreeCards"), fit.sharedFreeCards, {"aKey"})
     share_expr = c.at("Capacity", ("fitLabels", "shareUnits"), lambda: Arithmetic.compile(fit.shareUnits, {"M"}))
     share_units = share_expr(M=manus.unitsPerAccelerator) if share_expr else 0
+    lifecycle: schema.LifecycleRules = m["Lifecycle"]
+    stop_rules = []
+    for i, rule in enumerate(lifecycle.stopPolicy):
+        loc = ("stopPolicy", i)
+        if rule.name in [r.name for r in lifecycle.stopPolicy[:i]]:
+            c.fail("Lifecycle", loc + ("name",), f"duplicate rule name '{rule.name}'")
+        when = cond("Lifecycle", loc + ("when",), rule.when, LIFECYCLE_FACTS) if rule.when else always
+        if rule.when is None and i != len(lifecycle.stopPolicy) - 1:
+            c.fail("Lifecycle", loc + ("name",), f"rule '{rule.name}' has no 'when' but is not last",
+                   "the rules after it could never apply")
+        c.at("Lifecycle", loc + ("name",), lambda: None)  # records the rule's file:line for explain
+        origin = c.origins[f"Lifecycle:{'.'.join(map(str, loc + ('name',)))}"]
+        stop_rules.append(StopPolicyRule(rule.name, when or always, rule.stopPolicy, rule.groups,
+                                         tuple(sorted(rule.annotations.items())), rule.saveStopPolicy, origin))
+    if lifecycle.stopPolicy[-1].when is not None:
+        c.fail("Lifecycle", ("stopPolicy", len(lifecycle.stopPolicy) - 1, "when"),
+               "the last stopPolicy rule must have no 'when' (the default)")
+    lifecycle_warnings = []
+    for i, warning in enumerate(lifecycle.warnings):
+        loc = ("warnings", i)
+        when = cond("Lifecycle", loc + ("when",), warning.when, LIFECYCLE_FACTS)
+        message = fmt("Lifecycle", loc + ("message",), warning.message, {"queue", "instanceType"})
+        if when and message:
+            c.at("Lifecycle", loc + ("name",), lambda: None)
+            lifecycle_warnings.append(LifecycleWarningRule(warning.name, when, message,
+                                                           c.origins[f"Lifecycle:warnings.{i}.name"]))
     if c.problems:
         return None
     return Rules(
@@ -196,5 +224,9 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         quota_cpu=quota["cpu"], quota_accelerated=quota["accelerated"],  # type: ignore[arg-type]
         admission_checks=tuple(checks), capacity_families=tuple(families), fit_sliced_label=fit_sliced,
         fit_shared_label=fit_shared, share_units=share_units, shared_modes=frozenset(fit.sharedModes),
+        resource_flavor_prefix=os.path.commonprefix([flavor_kinds["cpu"].name.parts[0][0],  # type: ignore[union-attr]
+                                                     flavor_kinds["accelerated"].name.parts[0][0]]),  # type: ignore[union-attr]
+        lifecycle=tuple(stop_rules), lifecycle_warnings=tuple(lifecycle_warnings),
+        lifecycle_markers=lifecycle.markers,
         origins=c.origins,
     )

@@ -321,8 +321,37 @@ class CapacityRules(Envelope):
     fitLabels: FitLabels
 
 
+class LifecycleMarkers(Strict):
+    emptyPlanHold: NonEmpty
+    savedStopPolicy: NonEmpty
+    savedWhenUnset: NonEmpty
+
+
+class StopPolicyRule(Strict):
+    name: NonEmpty
+    when: Condition | None = None
+    stopPolicy: Literal["None", "Hold", "HoldAndDrain"]
+    groups: Literal["plan", "current", "none"] = "plan"
+    annotations: dict[NonEmpty, str] = {}
+    saveStopPolicy: bool = False
+
+
+class LifecycleWarning(Strict):
+    name: NonEmpty
+    when: Condition
+    message: NonEmpty
+
+
+class LifecycleRules(Envelope):
+    kind: Literal["Lifecycle"]
+    markers: LifecycleMarkers
+    stopPolicy: list[StopPolicyRule] = Field(min_length=1)
+    warnings: list[LifecycleWarning] = []
+
+
 RULE_KINDS: dict[str, type[Envelope]] = {
     model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
     for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
-                  PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules)
+                  PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules,
+                  LifecycleRules)
 }

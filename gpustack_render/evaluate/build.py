@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from gpustack_render.errors import Diagnostics, Problem, UserError
-from gpustack_render.evaluate.chain import (build_admission_checks, build_catalog, build_local_queues,
+from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
                                             build_pools, build_topologies, derive_instance_types)
 from gpustack_render.evaluate.flavors import FlavorBuilder
 from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts
@@ -59,13 +59,17 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
         plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets)
     queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(facts_list, plan.flavors),
                           missing, diag)
-    sources = {it.name: (it.general_group, it.accelerator_group, it.acceleratable, it.os, it.arch, False)
+    sources = {it.name: (it.general_group, it.accelerator_group, it.acceleratable, it.os, it.arch, False, False)
                for it in plan.instance_types}
-    for name, it in snapshot.instance_types.items():
-        spec = it.spec
-        sources[name] = (spec.generalGroup or "generic", spec.acceleratorGroup, spec.acceleratable,
-                         spec.os, spec.arch, spec.inactive)
+    for deleting, types in ((False, snapshot.instance_types), (True, snapshot.deleted_instance_types)):
+        for name, it in types.items():
+            if deleting and name not in snapshot.cluster_queues:
+                continue  # Kueue already removed the queue of a deleted InstanceType: nothing to render
+            spec = it.spec
+            sources[name] = (spec.generalGroup or "generic", spec.acceleratorGroup, spec.acceleratable,
+                             spec.os, spec.arch, spec.inactive, deleting)
     plan.cluster_queues = [queues.build(name, *sources[name]) for name in sorted(sources)]
+    report_finalizing_flavors(plan, snapshot, rules, diag)
     plan.local_queues = build_local_queues([q.name for q in plan.cluster_queues], rules, snapshot)
     plan.catalog = build_catalog(pools, snapshot, aware)
     return Evaluation(plan, facts_list)

@@ -8,7 +8,7 @@ from typing import Mapping
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeFacts, profile_of_levels
 from gpustack_render.evaluate.plan import (AdmissionCheckPlan, CatalogItemPlan, FlavorPlan, InstanceTypePlan,
-                                           LocalQueuePlan, PoolPlan, TopologyPlan)
+                                           LocalQueuePlan, Plan, PoolPlan, TopologyPlan)
 from gpustack_render.evaluate.presets import PresetMatcher
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
@@ -158,3 +158,24 @@ def flavor_selector(labels: Mapping[str, str], akey_prefix: str) -> dict[str, st
                 if k in keep or ((k.startswith(GENERAL_PREFIX) or k.startswith(akey_prefix)) and v == "true")}
     selector["resource.gpustack.ai/type"] = "nodes"
     return selector
+
+
+def report_finalizing_flavors(plan: Plan, snapshot: Snapshot, rules: Rules, diag: Diagnostics) -> None:
+    """A ResourceFlavor the snapshot holds but no Node feeds any more is not rendered (Kueue finalizes
+    it once no queue references it): drop it from kept groups and say which queues lose it."""
+    rendered = {f.name for f in plan.flavors}
+    prefix = rules.resource_flavor_prefix
+    gone = sorted(name for name in snapshot.resource_flavors if name not in rendered and name.startswith(prefix))
+    if not gone:
+        return
+    for queue in plan.cluster_queues:
+        if queue.kept_resource_groups:
+            for group in queue.kept_resource_groups:
+                if isinstance(group, dict) and isinstance(group.get("flavors"), list):
+                    group["flavors"] = [f for f in group["flavors"]
+                                        if not (isinstance(f, dict) and f.get("name") in gone)]
+    for name in gone:
+        losers = sorted(q for q, cq in snapshot.cluster_queues.items()
+                        if any(f.name == name for g in cq.spec.resourceGroups for f in g.flavors))
+        diag.warn(f"ResourceFlavor/{name}: no managed Node feeds it any more; not rendered (finalizing)"
+                  + (f"; dropped from ClusterQueue {', '.join(losers)}" if losers else ""))

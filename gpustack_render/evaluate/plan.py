@@ -73,6 +73,7 @@ class ClusterQueuePlan:
     admission_checks: list[str]
     stop_policy: str
     decision: str = ""
+    refusal: str = ""  # the refusal reason (TooManyFlavors, ...) when the plan was refused
 
 
 @dataclass

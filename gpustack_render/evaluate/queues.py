@@ -15,8 +15,6 @@ from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
 
 TAS_ANNOTATION = "topology.gpustack.ai/tas-queue"
-EMPTY_PLAN_ANNOTATION = "topology.gpustack.ai/empty-plan-hold"
-MIGRATION_ANNOTATION = "topology.gpustack.ai/migration-stop-policy"
 
 
 class NodeMatcher:
@@ -48,7 +46,7 @@ class QueueBuilder:
         self.M = rules.units_per_accelerator
 
     def build(self, name: str, general_group: str, accelerator_group: str, acceleratable: bool, os: str,
-              arch: str, inactive: bool) -> ClusterQueuePlan:
+              arch: str, inactive: bool, it_deleting: bool = False) -> ClusterQueuePlan:
         labels = queue_labels(general_group, accelerator_group, acceleratable, os, arch, self.aware,
                               self.akey_prefix)
         selector = flavor_selector(labels, self.akey_prefix).items()
@@ -71,12 +69,12 @@ class QueueBuilder:
                            + ("keeping the snapshot's resource groups" if existing and
                               existing.raw_resource_groups else "no resource groups"))
             decisions.append(f"plan refused: {refusal}")
+            plan.refusal = refusal
             if existing and existing.raw_resource_groups:
                 plan.kept_resource_groups = existing.raw_resource_groups
-        has_groups = bool(plan.flavors or plan.kept_resource_groups)
-        plan.stop_policy, why = self._stop_policy(plan, selected, existing, inactive, has_groups)
+        plan.stop_policy, why = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         decisions.append(why)
-        if has_groups:
+        if plan.flavors or plan.kept_resource_groups:
             plan.annotations[TAS_ANNOTATION] = "true"
         facts = {"acceleratable": acceleratable}
         plan.admission_checks = [c.name for c in self.rules.admission_checks
@@ -110,24 +108,43 @@ class QueueBuilder:
                         f"{matched} managed Node(s) x {flavor.count} match its nodeLabels")
         return None
 
-    def _stop_policy(self, plan: ClusterQueuePlan, selected: list[FlavorPlan],
-                     existing: inputs.ClusterQueue | None, inactive: bool, has_groups: bool) -> tuple[str, str]:
-        previous = existing.spec.stopPolicy if existing else ""
-        saved = ((existing.metadata.annotations or {}).get(MIGRATION_ANNOTATION, "") if existing else "")
-        if not selected and self.settings["instance-type-drain-when-no-flavors"] and existing is not None:
-            carries = any(r.nominalQuota > 0 for g in existing.spec.resourceGroups for f in g.flavors
-                          for r in f.resources)
-            if carries or previous == "HoldAndDrain":
+    def _lifecycle(self, plan: ClusterQueuePlan, selected: list[FlavorPlan], existing: inputs.ClusterQueue | None,
+                   inactive: bool, it_deleting: bool, acceleratable: bool) -> tuple[str, str]:
+        """The first lifecycle rule (rules/lifecycle.yaml) that holds decides; returns (policy, why)."""
+        markers = self.rules.lifecycle_markers
+        assert markers is not None
+        annotations = (existing.metadata.annotations or {}) if existing else {}
+        current = existing.spec.stopPolicy if existing else ""
+        saved = annotations.get(markers.savedStopPolicy, "")
+        marked = markers.emptyPlanHold in annotations or markers.savedStopPolicy in annotations
+        facts = {
+            "queueExists": existing is not None,
+            "queueDeleting": bool(existing and existing.metadata.deletionTimestamp is not None),
+            "instanceTypeDeleting": it_deleting, "inactive": inactive, "noFlavors": not selected,
+            "hasGroups": bool(plan.flavors or plan.kept_resource_groups),
+            "carriesQuota": bool(existing) and any(r.nominalQuota > 0 for g in existing.spec.resourceGroups
+                                                   for f in g.flavors for r in f.resources),
+            "currentStopPolicy": current, "drained": current == "HoldAndDrain",
+            "adminStopped": current in ("Hold", "HoldAndDrain") and not marked,
+            "hasWorkloads": bool(existing) and (existing.status.reservingWorkloads > 0
+                                                or existing.status.admittedWorkloads > 0),
+            "savedStopPolicy": saved, "acceleratable": acceleratable,
+        }
+        for warning in self.rules.lifecycle_warnings:
+            if warning.when(facts, self.settings):
+                self.diag.warn(f"ClusterQueue/{plan.name}: " + warning.message.render(
+                    {"queue": plan.name, "instanceType": plan.name}) + f" [{warning.name}, {warning.origin}]")
+        for rule in self.rules.lifecycle:
+            if not rule.when(facts, self.settings):
+                continue
+            if rule.groups == "none":
                 plan.flavors, plan.kept_resource_groups = [], None
-                plan.annotations[MIGRATION_ANNOTATION] = saved if previous == "HoldAndDrain" and saved \
-                    else (previous or "unset")
-                return "HoldAndDrain", "HoldAndDrain: no flavor left and the snapshot's queue carries quota " \
-                                       "or is already drained (instance-type-drain-when-no-flavors)"
-        if inactive:
-            return "Hold", "Hold: its InstanceType has spec.inactive=true"
-        if not has_groups:
-            plan.annotations[EMPTY_PLAN_ANNOTATION] = "true"
-            return "Hold", "Hold: no resource groups (empty-plan hold)"
-        if previous == "HoldAndDrain" and saved == "Hold":
-            return "Hold", "Hold: restored the stop policy saved before the drain"
-        return "None", "None: resource groups present, not inactive"
+            elif rule.groups == "current":
+                plan.flavors = []
+                plan.kept_resource_groups = existing.raw_resource_groups if existing else None
+            plan.annotations.update(rule.annotations)
+            if rule.save_stop_policy:
+                plan.annotations[markers.savedStopPolicy] = saved if current == "HoldAndDrain" and saved \
+                    else (current or markers.savedWhenUnset)
+            return rule.stop_policy, f"stopPolicy {rule.stop_policy} by lifecycle rule '{rule.name}' ({rule.origin})"
+        return "None", "stopPolicy None: no lifecycle rule applied"
