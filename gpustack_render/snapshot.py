@@ -44,7 +44,7 @@ class Snapshot:
     settings: dict[str, str] = field(default_factory=dict)
     settings_origin: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     raw: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
-    node_files: dict[str, str] = field(default_factory=dict)  # Node name → the file it came from
+    files: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) → the file it came from
 
 
 @dataclass
@@ -182,10 +182,10 @@ def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
            settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
     meta: inputs.Meta = typed.metadata
     deleting = meta.deletionTimestamp is not None
+    snap.files[(kind, meta.name)] = source.file
     if kind == "Node":
         if not deleting:
             snap.nodes[meta.name] = typed
-            snap.node_files[meta.name] = source.file
     elif kind == "Devices":
         snap.devices[meta.name] = typed
     elif kind == "Namespace":

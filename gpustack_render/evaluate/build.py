@@ -10,7 +10,9 @@ from gpustack_render.errors import Diagnostics, Problem, UserError
 from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
                                             build_pools, build_topologies, derive_instance_types)
 from gpustack_render.evaluate.flavors import FlavorBuilder
-from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts
+from gpustack_render.evaluate.capacity import valid_qualified_name
+from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeEvaluator, NodeFacts, valid_label_value
+from gpustack_render.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
 from gpustack_render.evaluate.presets import PresetMatcher
 from gpustack_render.evaluate.queues import NodeMatcher, QueueBuilder
@@ -34,7 +36,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
         node = snapshot.nodes[name]
         before = len(problems)
         facts = nodes.evaluate(node, problems)
-        problems[before:] = [dataclasses.replace(p, file=snapshot.node_files.get(name, ""))
+        problems[before:] = [dataclasses.replace(p, file=snapshot.files.get(("Node", name), ""))
                              for p in problems[before:]]
         facts_list.append(facts)
         plan.node_features.append(NodeFeaturePlan(
@@ -63,13 +65,32 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
                for it in plan.instance_types}
     for deleting, types in ((False, snapshot.instance_types), (True, snapshot.deleted_instance_types)):
         for name, it in types.items():
+            problems.extend(dataclasses.replace(p, file=snapshot.files.get(("InstanceType", name), ""))
+                            for p in _instance_type_label_problems(name, it.spec, rules))
             if deleting and name not in snapshot.cluster_queues:
                 continue  # Kueue already removed the queue of a deleted InstanceType: nothing to render
             spec = it.spec
             sources[name] = (spec.generalGroup or "generic", spec.acceleratorGroup, spec.acceleratable,
                              spec.os, spec.arch, spec.inactive, deleting)
+    if problems:
+        raise UserError(problems)
     plan.cluster_queues = [queues.build(name, *sources[name]) for name in sorted(sources)]
     report_finalizing_flavors(plan, snapshot, rules, diag)
     plan.local_queues = build_local_queues([q.name for q in plan.cluster_queues], rules, snapshot)
     plan.catalog = build_catalog(pools, snapshot, aware)
     return Evaluation(plan, facts_list)
+
+
+def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rules) -> list[Problem]:
+    """The queue labels built from an InstanceType's groups must be valid label keys and values."""
+    problems = []
+    checks = (("spec.acceleratorGroup", spec.acceleratorGroup, rules.normalisation.aKey.labelPrefix),
+              ("spec.generalGroup", spec.generalGroup, GENERAL_PREFIX))
+    for path, group, prefix in checks:
+        if group and not valid_qualified_name(prefix + group):
+            problems.append(Problem(f"{group!r} does not make a valid label key {prefix}{group}",
+                                    obj=f"InstanceType/{name}", path=path))
+    for path, value in (("spec.os", spec.os), ("spec.arch", spec.arch)):
+        if not valid_label_value(value):
+            problems.append(Problem(f"{value!r} is not a valid label value", obj=f"InstanceType/{name}", path=path))
+    return problems

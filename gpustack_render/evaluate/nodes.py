@@ -25,6 +25,10 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
+def valid_label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
 def profile_of_levels(levels: tuple[str, ...] | list[str]) -> str:
     """``fnv64-`` + FNV-1a 64 of the level keys joined by NUL (stage3-node.md §7)."""
     return "fnv64-" + fnv1a64_hex("\x00".join(levels))
@@ -131,7 +135,7 @@ class NodeEvaluator:
         if self.rules.cpu_only_when(facts, self.settings):
             feature[self.rules.cpu_only_key] = "true"
         for key, value in feature.items():
-            if not _LABEL_VALUE.match(value) or len(value) > 63:
+            if not valid_label_value(value):
                 problems.append(Problem(f"label value {value!r} is not a valid label value", obj=label,
                                         path=f"metadata.labels.{key}"))
 
