@@ -65,15 +65,16 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
                for it in plan.instance_types}
     for deleting, types in ((False, snapshot.instance_types), (True, snapshot.deleted_instance_types)):
         for name, it in types.items():
-            problems.extend(dataclasses.replace(p, file=snapshot.files.get(("InstanceType", name), ""))
-                            for p in _instance_type_label_problems(name, it.spec, rules))
+            invalid = _instance_type_label_problems(name, it.spec, rules)
+            if invalid:  # the API server would reject the queue; upstream leaves it uncreated too
+                diag.extend(f"{snapshot.files.get(('InstanceType', name), '')}: {p.obj}: {p.path}: {p.message}; "
+                            f"its ClusterQueue is not rendered" for p in invalid)
+                continue
             if deleting and name not in snapshot.cluster_queues:
                 continue  # Kueue already removed the queue of a deleted InstanceType: nothing to render
             spec = it.spec
             sources[name] = (spec.generalGroup or "generic", spec.acceleratorGroup, spec.acceleratable,
                              spec.os, spec.arch, spec.inactive, deleting)
-    if problems:
-        raise UserError(problems)
     plan.cluster_queues = [queues.build(name, *sources[name]) for name in sorted(sources)]
     report_finalizing_flavors(plan, snapshot, rules, diag)
     plan.local_queues = build_local_queues([q.name for q in plan.cluster_queues], rules, snapshot)
