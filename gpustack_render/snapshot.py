@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import yaml
 from pydantic import ValidationError
 
 from gpustack_render import inputs
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.yamlio import parse_documents, read_text
+from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 _TRUE = {"true", "True", "TRUE", "t", "T", "1"}
@@ -134,6 +135,59 @@ def _message(error: dict[str, Any]) -> str:
     return error["msg"].lower()
 
 
+_COMPOSED: dict[str, dict[tuple[str, str], Any]] = {}
+
+
+def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of ``loc`` inside object ``kind/name`` of ``file``, or ``None``.
+
+    Only called on the error path: the file is composed again (libyaml keeps marks) so the fast
+    bulk load never pays for positions.
+    """
+    if file == "<stdin>":
+        return None
+    index = _COMPOSED.get(file)
+    if index is None:
+        index = _COMPOSED[file] = {}
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+            roots = list(yaml.compose_all(text, Loader=BulkLoader))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return None
+        stack = [r for r in roots if r is not None]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                fields = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+                meta = fields.get("metadata")
+                kind_node = fields.get("kind")
+                if isinstance(kind_node, yaml.ScalarNode) and isinstance(meta, yaml.MappingNode):
+                    meta_fields = {k.value: v for k, v in meta.value if isinstance(k, yaml.ScalarNode)}
+                    name_node = meta_fields.get("name")
+                    if isinstance(name_node, yaml.ScalarNode):
+                        index[(kind_node.value, name_node.value)] = node
+                items = fields.get("items")
+                if isinstance(items, yaml.SequenceNode):
+                    stack.extend(items.value)
+    node = index.get((kind, name))
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part]
+            if not match:
+                break
+            key, node = match[0]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
 def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Snapshot:
     problems: list[Problem] = []
     sources = _read_objects(paths, problems)
@@ -166,9 +220,10 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
             typed = model.model_validate(source.obj)
         except ValidationError as err:
             label = _object_label(kind, namespace, name)
-            problems.extend(Problem(_message(e), file=source.file, obj=label,
-                                    path=_path(e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())))
-                            for e in err.errors())
+            for e in err.errors():
+                loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
+                line = locate_line(source.file, kind, name, loc)
+                problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=_path(loc)))
             continue
         _place(snap, kind, typed, source, settings_objects, problems)
     _resolve_settings(snap, settings_objects, problems)
