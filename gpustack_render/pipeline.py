@@ -49,3 +49,61 @@ def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
 def node_patches(ctx: Context) -> list[dict[str, Any]]:
     from gpustack_render.patches import node_patches as compute
     return compute(ctx.snapshot, ctx.rules, ctx.evaluation, ctx.diagnostics)
+
+
+def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Where each effective setting of ``ctx`` came from: default, the snapshot object, or ``--set``."""
+    from gpustack_render.settings import setting_sources as sources
+    overrides = parse_overrides(sets, ctx.rules.setting_defaults)
+    return sources(ctx.rules.setting_defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
+
+
+def diff_changes(ctx: Context, templates_dir: Path | None, against: Path | None,
+                 include_node_patches: bool) -> list[Any]:
+    """``diff``: the render against ``against`` (a previous render) or the snapshot's own live
+    objects of the rendered kinds; pending Node patches appended as changes when asked."""
+    from gpustack_render.diff import DiffPolicy, compare, node_changes
+    from gpustack_render.manifests import read_manifests
+    assert ctx.rules.diff is not None, "rules without a Diff kind"
+    desired = render_objects(ctx, templates_dir)
+    current = read_manifests(against) if against is not None else list(ctx.snapshot.raw.values())
+    changes = compare(desired, current, DiffPolicy(ctx.rules.diff), set(ctx.snapshot.raw))
+    if include_node_patches:
+        changes += node_changes(ctx.snapshot.nodes, node_patches(ctx))
+    return changes
+
+
+def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | None, strict: bool) -> Any:
+    """``validate SNAPSHOT...``: the rendered objects against the CRDs of ``crds_dir`` (else those in
+    the snapshot), plus every queue plan the renderer refused."""
+    from gpustack_render.crd_schema import crds_from_objects, load_crd_dir
+    from gpustack_render.validate import validate_objects
+    objects = render_objects(ctx, templates_dir)
+    crds = load_crd_dir(crds_dir) if crds_dir is not None else crds_from_objects(ctx.snapshot.raw.values(), "snapshot")
+    refusals = [(q.name, q.refusal) for q in ctx.evaluation.plan.cluster_queues if q.refusal]
+    return validate_objects(objects, crds if crds.kinds else None, strict, refusals)
+
+
+def pin_workloads(ctx: Context, workload_paths: Sequence[str]) -> list[Any]:
+    """``pin``: the Workloads of ``workload_paths`` as the fit-pin webhook would leave them (fit-pin.md);
+    the queue chain resolves against the rendered plan plus the snapshot's own objects."""
+    from gpustack_render.pin import QueueChain, pin_all
+    from gpustack_render.pin_demand import ResourceClassifier
+    from gpustack_render.pin_input import read_workloads
+    workloads = read_workloads(workload_paths, ResourceClassifier(ctx.rules))
+    chain = QueueChain.build(ctx.evaluation.plan, ctx.snapshot)
+    return pin_all(workloads, ctx.rules, chain, ctx.settings)
+
+
+def fit_node_labels(ctx: Context) -> dict[str, dict[str, str]]:
+    """Each snapshot Node's labels once its ``node-patches`` fit-label patch is applied: stale fit
+    labels removed, the desired ones set."""
+    from gpustack_render.evaluate.capacity import CapacityEvaluator
+    evaluator = CapacityEvaluator(ctx.rules, ctx.diagnostics)
+    out: dict[str, dict[str, str]] = {}
+    for facts in ctx.evaluation.node_facts:
+        node = ctx.snapshot.nodes[facts.name]
+        desired = evaluator.desired(node, ctx.snapshot.devices.get(facts.name), facts).labels
+        labels = {k: v for k, v in (node.metadata.labels or {}).items() if not evaluator.owns_label(k)}
+        out[facts.name] = {**labels, **desired}
+    return out

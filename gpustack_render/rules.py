@@ -146,11 +146,16 @@ class Rules:
     fit_shared_label: NameFormat | None = None
     share_units: int = 0
     shared_modes: frozenset[int] = frozenset()
+    pin_sliced_card: NameFormat | None = None    # Workload fit pin: resources that make a demand ({base})
+    pin_sliced_units: NameFormat | None = None
+    pin_shared_cards: NameFormat | None = None
     resource_flavor_prefix: str = ""  # the literal start shared by both flavor name formats
     lifecycle: tuple[StopPolicyRule, ...] = ()
     lifecycle_warnings: tuple[LifecycleWarningRule, ...] = ()
     lifecycle_markers: schema.LifecycleMarkers | None = None
     origins: dict[str, str] = field(default_factory=dict)
+    models: dict[str, Any] = field(default_factory=dict)  # kind → validated model (explain)
+    diff: schema.DiffRules | None = None  # rules/diff.yaml, checked by rules_compile.check_diff
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -366,6 +371,13 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
                 _validate(doc, [])
                 merged[doc.kind] = doc
                 substitutes.add(doc.file)
+    elif broken:  # the built-in rules themselves are broken (a source checkout): their committed version
+        for doc in _committed_documents(rules_dir):
+            if doc.kind in broken and doc.kind not in merged:
+                _validate(doc, [])
+                if doc.model is not None:
+                    merged[doc.kind] = doc
+                    substitutes.add(doc.file)
     if all(k in merged and merged[k].model is not None for k in _iter_kinds()):
         compile_problems: list[Problem] = []
         rules = _compile(merged, compile_problems)
@@ -375,6 +387,41 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
     raise _rule_error(problems)
 
 
+def _committed_documents(rules_dir: Path) -> list[_Document]:
+    """The rule files of ``rules_dir`` as last committed (git ``HEAD``), when it is in a git work tree.
+
+    Only used to resolve the cross-references of the intact files while some built-in rule files are
+    broken, so that one run reports the meaning problems of every file; never a source of rules."""
+    import subprocess
+
+    from ruamel.yaml import YAML
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(rules_dir), *args], capture_output=True, text=True,
+                                  timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    listing = git("ls-tree", "--name-only", "HEAD", ".")
+    documents: list[_Document] = []
+    for name in (listing or "").splitlines():
+        if not name.endswith((".yaml", ".yml")) or "/" in name:
+            continue
+        text = git("show", f"HEAD:./{name}")
+        if text is None:
+            continue
+        try:
+            data = YAML(typ="rt").load(text)
+        except Exception:  # the committed file may be broken too: then it substitutes nothing
+            continue
+        if isinstance(data, dict) and data.get("apiVersion") == schema.API_VERSION \
+                and data.get("kind") in schema.RULE_KINDS:
+            documents.append(_Document(str(data["kind"]), f"{rules_dir / name}@HEAD", data))
+    return documents
+
+
 def _rule_error(problems: list[Problem]) -> UserError:
     ordered = sorted(problems, key=lambda p: (p.file, p.line or 0, p.column or 0, p.message))
     return UserError([dataclasses.replace(p, compiler_style=True) for p in ordered])
@@ -382,4 +429,35 @@ def _rule_error(problems: list[Problem]) -> UserError:
 
 def _compile(docs: dict[str, _Document], problems: list[Problem]) -> Rules | None:
     from gpustack_render.rules_compile import compile_rules
-    return compile_rules(_Compiler(docs, problems), docs)
+    compiler = _Compiler(docs, problems)
+    for doc in docs.values():
+        _record_origins(doc, compiler.origins)
+    return compile_rules(compiler, docs)
+
+
+def _record_origins(doc: _Document, origins: dict[str, str]) -> None:
+    """``Kind:path`` → ``file:line`` for every key and list item of a rule file (for ``explain``).
+
+    Same positions as :func:`_position`: a scalar's value, a mapping's or list's key."""
+    def walk(node: Any, path: tuple[str | int, ...]) -> None:
+        lc = getattr(node, "lc", None)
+        if isinstance(node, dict):
+            children = [(key, node[key]) for key in node]
+        elif isinstance(node, list):
+            children = list(enumerate(node))
+        else:
+            return
+        for key, value in children:
+            try:
+                if isinstance(node, list):
+                    pos = lc.item(key) if lc else None
+                else:
+                    pos = (lc.key(key) if isinstance(value, (dict, list)) else lc.value(key)) if lc else None
+            except (KeyError, IndexError, TypeError, AttributeError):
+                pos = None
+            sub = path + (key,)
+            if pos:
+                origins.setdefault(f"{doc.kind}:{'.'.join(map(str, sub))}", f"{doc.file}:{pos[0] + 1}")
+            walk(value, sub)
+
+    walk(doc.data, ())

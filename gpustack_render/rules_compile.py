@@ -75,13 +75,20 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
             c.fail("UnitResourcePresets", ("manufacturers", manu), f"unknown manufacturer '{manu}'",
                    did_you_mean(manu, manufacturers) or "add it to the Manufacturers rules first")
         flat: list[PresetEntry] = []
+        seen_prefixes: dict[tuple[str, ...], int] = {}  # tokens → the entry first listing them (duplicates)
         for i, row in enumerate(rows):
             for tier_loc, tier in [(("tier",), row.tier)] + [(("by", k), v) for k, v in row.by.items()]:
                 if tier not in tiers:
                     c.fail("UnitResourcePresets", ("manufacturers", manu, i) + tier_loc,
                            f"unknown tier '{tier}'", did_you_mean(tier, tiers))
-            for prefix in row.prefixes:
+            for j, prefix in enumerate(row.prefixes):
                 tokens = tuple(t for t in re.split(seps, prefix.lower()) if t)
+                if tokens in seen_prefixes:
+                    c.fail("UnitResourcePresets", ("manufacturers", manu, i, "prefixes", j),
+                           f"duplicate preset prefix '{prefix}' for manufacturer '{manu}'",
+                           f"already listed in manufacturers.{manu}.{seen_prefixes[tokens]}; this one could never match")
+                    continue
+                seen_prefixes[tokens] = i
                 flat.append(PresetEntry(row.tier, tokens, tuple((k.lower(), v) for k, v in row.by.items())))
         entries[manu] = tuple(flat)
 
@@ -153,8 +160,15 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         quota[kind_name] = QuotaRule(resource, expr) if resource and expr else None
     checks = []
     for i, check in enumerate(queues.admissionChecks):
+        if check.name in [other.name for other in queues.admissionChecks[:i]]:
+            c.fail("Queues", ("admissionChecks", i, "name"), f"duplicate admission check name '{check.name}'")
         when = cond("Queues", ("admissionChecks", i, "when"), check.when, QUEUE_FACTS) if check.when else always
         checks.append(AdmissionCheckRule(check.name, check.controllerName, when or always))
+
+    reserved = m["Namespaces"].reserved
+    for i, namespace in enumerate(reserved):
+        if namespace in reserved[:i]:
+            c.fail("Namespaces", ("reserved", i), f"reserved namespace '{namespace}' is listed twice")
 
     managed_when = cond("Grouping", ("managedLabel", "stampWhen"), grouping.managedLabel.stampWhen, NODE_FACTS)
     cpu_only_when = cond("Grouping", ("cpuOnlyLabel", "when"), grouping.cpuOnlyLabel.when, NODE_FACTS)
@@ -165,6 +179,8 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     families = []
     for i, fam in enumerate(capacity.families):
         loc = ("families", i)
+        if fam.name in [other.name for other in capacity.families[:i]]:
+            c.fail("Capacity", loc + ("name",), f"duplicate capacity family name '{fam.name}'")
         pool = fmt("Capacity", loc + ("pool",), fam.pool, {"base"})
         keys = tuple((fmt("Capacity", loc + ("keys", j, "key"), k.key, {"base"}),
                       c.at("Capacity", loc + ("keys", j, "value"),
@@ -179,6 +195,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     fit_shared = fmt("Capacity", ("fitLabels", "sharedFreeCards"), fit.sharedFreeCards, {"aKey"})
     share_expr = c.at("Capacity", ("fitLabels", "shareUnits"), lambda: Arithmetic.compile(fit.shareUnits, {"M"}))
     share_units = share_expr(M=manus.unitsPerAccelerator) if share_expr else 0
+    pin_formats = _workload_fit(c, capacity.workloadFit, fmt)
     lifecycle: schema.LifecycleRules = m["Lifecycle"]
     stop_rules = []
     for i, rule in enumerate(lifecycle.stopPolicy):
@@ -205,6 +222,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
             c.at("Lifecycle", loc + ("name",), lambda: None)
             lifecycle_warnings.append(LifecycleWarningRule(warning.name, when, message,
                                                            c.origins[f"Lifecycle:warnings.{i}.name"]))
+    check_diff(c, m["Diff"])
     if c.problems:
         return None
     return Rules(
@@ -224,9 +242,47 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         quota_cpu=quota["cpu"], quota_accelerated=quota["accelerated"],  # type: ignore[arg-type]
         admission_checks=tuple(checks), capacity_families=tuple(families), fit_sliced_label=fit_sliced,
         fit_shared_label=fit_shared, share_units=share_units, shared_modes=frozenset(fit.sharedModes),
+        pin_sliced_card=pin_formats[0], pin_sliced_units=pin_formats[1], pin_shared_cards=pin_formats[2],
         resource_flavor_prefix=os.path.commonprefix([flavor_kinds["cpu"].name.parts[0][0],  # type: ignore[union-attr]
                                                      flavor_kinds["accelerated"].name.parts[0][0]]),  # type: ignore[union-attr]
         lifecycle=tuple(stop_rules), lifecycle_warnings=tuple(lifecycle_warnings),
         lifecycle_markers=lifecycle.markers,
-        origins=c.origins,
+        origins=c.origins, models=m, diff=m["Diff"],
     )
+
+
+def _workload_fit(c: _Compiler, pin: schema.WorkloadFit, fmt: Callable[..., Any]) -> tuple[Any, Any, Any]:
+    """Capacity ``workloadFit``: three distinct ``{base}`` resource formats (the Workload fit pin)."""
+    fields = ("slicedCard", "slicedUnits", "sharedCards")
+    formats = tuple(fmt("Capacity", ("workloadFit", f), getattr(pin, f), {"base"}) for f in fields)
+    for i, f in enumerate(fields):
+        if getattr(pin, f) in [getattr(pin, other) for other in fields[:i]]:
+            c.fail("Capacity", ("workloadFit", f), f"'{getattr(pin, f)}' is already used by another workloadFit entry")
+        elif formats[i] is not None and "base" not in formats[i].placeholders:
+            c.fail("Capacity", ("workloadFit", f), "must contain the placeholder {base}")
+    return formats  # type: ignore[return-value]
+
+
+def check_diff(c: _Compiler, diff: schema.DiffRules) -> None:
+    """rules/diff.yaml: every kind it names must be a compared kind, and nothing is listed twice,
+    so a typo cannot silently switch off an ownership, create-only or default rule."""
+    kinds = [(k.group, k.kind) for k in diff.kinds]
+    names = {f"{kind}.{group}" if group else kind for group, kind in kinds}
+    for i, key in enumerate(kinds):
+        if key in kinds[:i]:
+            c.fail("Diff", ("kinds", i, "kind"), f"kind {key[1]} of group '{key[0]}' is listed twice")
+    for section, entries in (("createOnly", diff.createOnly), ("defaults", diff.defaults)):
+        for i, entry in enumerate(entries):
+            if (entry.group, entry.kind) not in kinds:
+                wanted = f"{entry.kind}.{entry.group}" if entry.group else entry.kind
+                c.fail("Diff", (section, i, "kind"), f"{wanted} is not one of the compared kinds",
+                       did_you_mean(wanted, names) or "add it under kinds first")
+    for i, entry in enumerate(diff.defaults):
+        paths = [tuple(v.path) for v in entry.values]
+        for j, path in enumerate(paths):
+            if path in paths[:j]:
+                c.fail("Diff", ("defaults", i, "values", j, "path"), f"default for {'.'.join(path)} is listed twice")
+    paths = [tuple(f.path) for f in diff.ignore]
+    for i, path in enumerate(paths):
+        if path in paths[:i]:
+            c.fail("Diff", ("ignore", i, "path"), f"ignored field {'.'.join(path)} is listed twice")

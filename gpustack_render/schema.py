@@ -315,10 +315,19 @@ class FitLabels(Strict):
     sharedModes: list[Annotated[int, Field(ge=0, le=5)]]
 
 
+class WorkloadFit(Strict):
+    """The Workload fit pin (fit-pin.md §3): the container resources that make a demand."""
+
+    slicedCard: NonEmpty
+    slicedUnits: NonEmpty
+    sharedCards: NonEmpty
+
+
 class CapacityRules(Envelope):
     kind: Literal["Capacity"]
     families: list[CapacityFamily] = Field(min_length=1)
     fitLabels: FitLabels
+    workloadFit: WorkloadFit
 
 
 class LifecycleMarkers(Strict):
@@ -349,9 +358,51 @@ class LifecycleRules(Envelope):
     warnings: list[LifecycleWarning] = []
 
 
+class ObjectKind(Strict):
+    """An API group (``""`` for the core group) and kind."""
+    group: str
+    kind: NonEmpty
+
+
+class OwnerLabel(Strict):
+    key: NonEmpty
+    value: str | None = None  # any value when unset
+
+
+class Ownership(Strict):
+    labels: list[OwnerLabel] = []
+    namePrefixes: list[NonEmpty] = []
+
+
+class IgnoredField(Strict):
+    path: list[NonEmpty] = Field(min_length=1)
+    whenDesiredUnset: bool = False
+
+
+class DefaultValue(Strict):
+    path: list[NonEmpty] = Field(min_length=1)
+    value: str | bool | int
+
+
+class KindDefaults(Strict):
+    group: str
+    kind: NonEmpty
+    values: list[DefaultValue] = Field(min_length=1)
+
+
+class DiffRules(Envelope):
+    """``diff``: the compared kinds, ownership (what may be "removed"), ignored fields, server defaults."""
+    kind: Literal["Diff"]
+    kinds: list[ObjectKind] = Field(min_length=1)
+    owned: Ownership
+    createOnly: list[ObjectKind] = []
+    ignore: list[IgnoredField] = []
+    defaults: list[KindDefaults] = []
+
+
 RULE_KINDS: dict[str, type[Envelope]] = {
     model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
     for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
                   PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules,
-                  LifecycleRules)
+                  LifecycleRules, DiffRules)
 }

@@ -46,3 +46,20 @@ def effective_settings(defaults: Mapping[str, bool], snapshot_values: Mapping[st
         raise UserError(problems)
     settings.update(overrides)
     return settings
+
+
+def setting_sources(defaults: Mapping[str, bool], snapshot_values: Mapping[str, str],
+                    snapshot_origin: Mapping[str, tuple[str, str, str]],
+                    overrides: Mapping[str, bool]) -> dict[str, tuple[str, str]]:
+    """Where each effective setting came from (for ``explain``): ``(source, detail)`` with source
+    ``default``, ``snapshot`` (detail ``file: Kind/ns/name: data.key``) or ``--set``.
+
+    Mirrors :func:`effective_settings` without changing it; call it only on inputs that function accepted.
+    """
+    sources = {name: ("default", "") for name in defaults}
+    for key, raw in snapshot_values.items():
+        if key in defaults and parse_bool(raw) is not None:
+            sources[key] = ("snapshot", ": ".join(p for p in snapshot_origin.get(key, ("", "", "")) if p))
+    for key in overrides:
+        sources[key] = ("--set", "")
+    return sources

@@ -21,6 +21,10 @@ from gpustack_render.errors import Problem, UserError
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+# Kinds the renderer does not read but ``diff`` (live objects of rendered kinds) and ``validate``
+# (CRDs) need as they are: kept untyped in ``Snapshot.raw`` under their namespace.
+RAW_ONLY_KINDS = frozenset({("nfd.k8s-sigs.io", "NodeFeature"), ("kueue.x-k8s.io", "LocalQueue"),
+                            ("apiextensions.k8s.io", "CustomResourceDefinition")})
 _TRUE = {"true", "True", "TRUE", "t", "T", "1"}
 _FALSE = {"false", "False", "FALSE", "f", "F", "0"}
 
@@ -202,6 +206,8 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
         group, kind, namespace, name = ident
         model = inputs.MODELS.get((group, kind))
         if model is None:
+            if (group, kind) in RAW_ONLY_KINDS:
+                _keep_raw(snap, ident, source, seen, problems)
             continue
         is_settings = kind in ("Secret", "ConfigMap")
         if is_settings and (namespace, name) != settings_source:
@@ -231,6 +237,18 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
         raise UserError(problems)
     snap.namespaces.sort()
     return snap
+
+
+def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
+              seen: dict[tuple[str, str, str, str], _Source], problems: list[Problem]) -> None:
+    """Keep an object of a :data:`RAW_ONLY_KINDS` kind; the same identity twice must be the same object."""
+    if ident in seen:
+        if seen[ident].obj != source.obj:
+            problems.append(Problem(f"conflicts with a different object of the same identity in {seen[ident].file}",
+                                    file=source.file, obj=_object_label(*ident[1:])))
+        return
+    seen[ident] = source
+    snap.raw[ident] = source.obj
 
 
 def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,

@@ -1,11 +1,58 @@
-"""`gpustack-render pin` (placeholder until its issue lands)."""
+"""`gpustack-render pin WORKLOAD... --snapshot SNAPSHOT...`: the Workload fit pin (fit-pin.md) offline."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
+from gpustack_render.commands.common import command_body, rules_option, set_option, write_stdout
+from gpustack_render.errors import PROG, UserError
+from gpustack_render.yamlio import dump_json, dump_yaml_stream
 
-@click.command("pin", hidden=True)
-def command() -> None:
-    """Not implemented yet."""
-    raise click.UsageError("'pin' is not implemented yet")
+
+@click.command("pin")
+@click.argument("workloads", nargs=-1, required=True, metavar="WORKLOAD...")
+@click.option("--snapshot", "snapshot", multiple=True, required=True, metavar="SNAPSHOT",
+              help="Cluster snapshot file or directory, or - for stdin (repeatable).")
+@set_option
+@rules_option
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json", "patch"]), default="yaml", show_default=True,
+              help="yaml: the Workloads as a YAML stream; json: a List; patch: RFC 6902 patches per Workload.")
+@click.option("--explain-nodes", is_flag=True,
+              help="On stderr: per pinned PodSet, which snapshot Nodes satisfy the pin (fit labels as "
+                   "node-patches would set them).")
+def command(workloads: tuple[str, ...], snapshot: tuple[str, ...], sets: tuple[str, ...],
+            rules_dir: Path | None, fmt: str, explain_nodes: bool) -> None:
+    """Pin Kueue Workloads to Nodes whose per-card fit labels can hold them, as the webhook would.
+
+    WORKLOAD is one or more files or directories of kueue.x-k8s.io Workloads (single objects,
+    streams or Lists; - for stdin), printed back in input order with the required node affinity
+    the fit pin adds. A Workload left alone is printed unchanged (its patch is empty) and a note
+    on stderr says why. The queue chain (LocalQueue → ClusterQueue → InstanceType) resolves
+    against what the snapshot renders plus the snapshot's own objects. Exit 0; 2 for bad input.
+    """
+    def action(state: dict[str, Any]) -> None:
+        from gpustack_render import pipeline
+        if "-" in workloads and "-" in snapshot:
+            raise UserError.single("standard input (-) can feed WORKLOAD or --snapshot, not both")
+        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        results = pipeline.pin_workloads(ctx, workloads)
+        for result in results:
+            if result.note:
+                click.echo(f"{PROG}: note: {result.workload.ref}: {result.note}", err=True)
+        if explain_nodes:
+            from gpustack_render.pin_explain import explain_lines
+            for line in explain_lines(results, pipeline.fit_node_labels(ctx)):
+                click.echo(line if line.startswith(" ") else f"{PROG}: {line}", err=True)
+        pinned = [r.pinned for r in results]
+        if fmt == "patch":
+            write_stdout(dump_json([{"namespace": r.workload.namespace, "name": r.workload.name, "patch": r.patch}
+                                    for r in results]))
+        elif fmt == "json":
+            write_stdout(dump_json({"apiVersion": "v1", "kind": "List", "items": pinned}))
+        else:
+            write_stdout(dump_yaml_stream(pinned))
+
+    command_body(action)

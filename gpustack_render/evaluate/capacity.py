@@ -16,7 +16,7 @@ from gpustack_render import inputs
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import NodeFacts
 from gpustack_render.quantity import QuantityError, memory_label_mib
-from gpustack_render.rules import ManufacturerRule, Rules
+from gpustack_render.rules import CapacityFamilyRule, ManufacturerRule, Rules
 
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -75,6 +75,50 @@ class CapacityEvaluator:
         return NodeDesired(self._capacity(node, devices, facts), self._fit_labels(node, devices))
 
     def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
+        tallies = self._tallies(node, devices, facts)
+        capacity = node.status.capacity or {}
+        desired: dict[str, int] = {}
+        for manu_name, tally in sorted(tallies.items()):
+            manufacturer = self.rules.manufacturers[manu_name]
+            base = manufacturer.resource_base
+            for family in self.rules.capacity_families:
+                if self.gate(family, manufacturer, tally, capacity) is not None:
+                    continue
+                for key_fmt, _ in family.keys:
+                    key = key_fmt.render({"base": base})
+                    desired[key] = tally.values[key]
+                if family.profile_key and manufacturer.partition_kind:
+                    for profile, count in sorted(tally.profiles.items()):
+                        key = family.profile_key.render({"base": base, "kind": manufacturer.partition_kind,
+                                                         "profile": profile})
+                        if valid_qualified_name(key):
+                            desired[key] = count
+                        else:
+                            self.diag.warn(f"Node/{node.metadata.name}: partition profile {profile!r} would give "
+                                           f"the invalid resource name {key!r}; skipped")
+        return desired
+
+    def gate(self, family: CapacityFamilyRule, manufacturer: ManufacturerRule, tally: _Tally,
+             capacity: Mapping[str, Fraction]) -> str | None:
+        """Why ``family`` is not desired for ``manufacturer`` (§4.3, §4.6), or ``None`` when it is."""
+        population = tally.logical if family.population == "logical" else tally.partitioned
+        if population <= 0:
+            return f"no {family.population} cards"
+        if family.requires_partition_kind and not manufacturer.partition_kind:
+            return f"manufacturer {manufacturer.name} has no partition kind"
+        pool = family.pool.render({"base": manufacturer.resource_base})
+        if capacity.get(pool, Fraction(0)) <= 0:
+            return f"status.capacity[{pool}] is absent or 0"
+        return None
+
+    def tallies(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
+                skipped: list[tuple[str, str]] | None = None) -> dict[str, _Tally]:
+        """Per manufacturer: the summed key values and card populations (for ``explain``); ``skipped``
+        collects ``(aKey, reason)`` for the models that add nothing."""
+        return self._tallies(node, devices, facts, skipped)
+
+    def _tallies(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
+                 skipped: list[tuple[str, str]] | None = None) -> dict[str, _Tally]:
         groups = {f"{g.manufacturer}-{g.id}": g for g in devices.spec.groups}
         ledger = {(g.manufacturer, g.id): {a.id: a for a in g.accelerators} for g in devices.status.groups}
         tallies: dict[str, _Tally] = {}
@@ -82,6 +126,8 @@ class CapacityEvaluator:
         for akey in facts.akeys:
             group = groups.get(akey)
             if group is None:
+                if skipped is not None:
+                    skipped.append((akey, "no Devices spec group for this aKey"))
                 continue
             manufacturer = self.rules.manufacturers[akey.split("-", 1)[0]]
             vram = self._vram(node, akey, labels)
@@ -99,6 +145,8 @@ class CapacityEvaluator:
                     slices += status.logicalSliced.count
                     overcommit_any |= status.logicalSliced.coresPercentageOvercommit
             if logical == 0 and partitioned == 0:
+                if skipped is not None:
+                    skipped.append((akey, "no logical or partitioned card (L = P = 0)"))
                 continue
             detail = group.acceleratorSlicedDetail.logical if group.acceleratorSlicedDetail else None
             overcommit = bool(detail.coresPercentageOvercommit) if detail is not None else overcommit_any
@@ -112,30 +160,7 @@ class CapacityEvaluator:
                     tally.values[key_fmt.render({"base": manufacturer.resource_base})] += expr(**variables)
             for name, count in profiles.items():
                 tally.profiles[name] += count
-        capacity = node.status.capacity or {}
-        desired: dict[str, int] = {}
-        for manu_name, tally in sorted(tallies.items()):
-            manufacturer = self.rules.manufacturers[manu_name]
-            base = manufacturer.resource_base
-            for family in self.rules.capacity_families:
-                population = tally.logical if family.population == "logical" else tally.partitioned
-                if population <= 0 or (family.requires_partition_kind and not manufacturer.partition_kind):
-                    continue
-                if capacity.get(family.pool.render({"base": base}), Fraction(0)) <= 0:
-                    continue
-                for key_fmt, _ in family.keys:
-                    key = key_fmt.render({"base": base})
-                    desired[key] = tally.values[key]
-                if family.profile_key and manufacturer.partition_kind:
-                    for profile, count in sorted(tally.profiles.items()):
-                        key = family.profile_key.render({"base": base, "kind": manufacturer.partition_kind,
-                                                         "profile": profile})
-                        if valid_qualified_name(key):
-                            desired[key] = count
-                        else:
-                            self.diag.warn(f"Node/{node.metadata.name}: partition profile {profile!r} would give "
-                                           f"the invalid resource name {key!r}; skipped")
-        return desired
+        return tallies
 
     def _vram(self, node: inputs.Node, akey: str, labels: Mapping[str, str]) -> int:
         raw = labels.get(f"{self._akey_prefix}{akey}.memory")

@@ -21,6 +21,19 @@ class NameNormaliser:
             cached = self._cache[key] = self._normalize(*key)
         return cached
 
+    # --- hooks for ``explain``: the intermediate strings, computed by the same code ----------------
+    def cruft_trace(self, name: str) -> list[str]:
+        """The string after each cruft step, in rule order."""
+        out = []
+        for step in self._cruft:
+            name = step(name)
+            out.append(name)
+        return out
+
+    def character_pass(self, name: str, prefix: str, max_length: int) -> str:
+        """The character pass alone (lower-casing, the kept characters, prefix removal, the cut)."""
+        return self._normalize(name, prefix, max_length, False)
+
     def _normalize(self, name: str, prefix: str, max_length: int, strip_cruft: bool) -> str:
         if strip_cruft:
             for step in self._cruft:

@@ -1,0 +1,695 @@
+"""Rule test cases: folders run through the renderer and compared semantically with a golden.
+
+Used by ``gpustack-render test`` (in-process, through the pipeline) and by the project's pytest
+driver ``tests/test_fixture_cases.py`` (through a child process, the CLI end to end); both share
+every rule below, so a case means the same in both.
+
+A case is a folder (kyverno test-case style) holding:
+
+``case.yaml``
+    ``description`` (str, required), ``command`` (``render`` | ``catalog`` | ``node-patches``,
+    default ``render``), ``snapshot`` (list of paths relative to the case folder, required; may point
+    outside it, e.g. ``../../demo``), ``set`` (list of ``NAME=VALUE``), ``rules`` (a directory
+    relative to the case folder), ``expectExitCode`` (int, default 0), ``expectStderr`` (list of
+    substrings that must all occur in stderr). Unknown fields are an error, so typos do not pass
+    silently.
+``expected.yaml``
+    ``render`` / ``catalog``: the expected objects as a YAML stream (for ``catalog`` the items of the
+    List). ``node-patches``: one document, the expected list of ``{node, subresource, patch}``.
+    For a case that expects a non-zero exit code the stream is empty (stdout must be empty too).
+the snapshot files the case needs.
+
+Semantics (shared by the pytest driver and ``gpustack-render test``):
+
+* the command is ``<python> -m gpustack_render <command> SNAPSHOT... [--set N=V]... [--rules DIR]
+  --format json`` with the working directory given by the caller (the repository root); snapshot
+  and rules paths are passed relative to that directory so diagnostics stay short and stable. An
+  *invoker* runs it: :func:`subprocess_invoker` as a child process, :func:`inprocess_invoker`
+  through :mod:`gpustack_render.pipeline` in this process, with the same stdout, stderr and exit
+  code as the CLI (the tests check that both agree on every fixture case);
+* the exit code must equal ``expectExitCode``; every ``expectStderr`` substring must occur in stderr;
+  stderr must never show a Python traceback or the tool's "internal error" line (a crash must not
+  pass as an expected exit 2);
+* ``render`` / ``catalog``: stdout must be exactly ``{"apiVersion": "v1", "kind": "List",
+  "items": [...]}``; items are matched with expected objects by identity (apiVersion *group*, kind,
+  namespace, name). Missing, extra and changed objects are reported; a changed object is reported
+  field by field. Nothing inside an object is ignored, and comparison is type-strict (``"1"`` is
+  not ``1``, ``true`` is not ``"true"``). The version part of ``apiVersion`` is not part of the
+  identity but is compared as a field. Stream order is not compared (identity matching is the
+  point); the order of list elements inside an object is;
+* ``node-patches``: entries are matched by (node, subresource); each entry's ``patch`` list is
+  compared element by element, in order (RFC 6902 operations are ordered);
+* goldens are rewritten (``update=True``) only from a run whose exit code is the expected one; the
+  rest of the checks still run, so an update never hides a wrong exit code or missing diagnostics.
+
+Only the standard library and PyYAML are used for the comparison itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import yaml
+
+CASE_FILE = "case.yaml"
+EXPECTED_FILE = "expected.yaml"
+COMMANDS = ("render", "catalog", "node-patches")
+LIST_COMMANDS = ("render", "catalog")
+
+_CASE_FIELDS = {"description", "command", "snapshot", "set", "rules", "expectExitCode", "expectStderr"}
+_CRASH_MARKERS = ("Traceback (most recent call last)", "internal error")
+
+# (argv, cwd) -> (exit code, stdout, stderr)
+Invoker = Callable[[Sequence[str], Path], "tuple[int, str, str]"]
+
+
+class CaseDefinitionError(Exception):
+    """A case folder that cannot be run as written (bad case.yaml, missing files, bad golden)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Case definition
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: Path
+    description: str
+    command: str = "render"
+    snapshot: tuple[str, ...] = ()
+    set: tuple[str, ...] = ()
+    rules: str | None = None
+    expect_exit_code: int = 0
+    expect_stderr: tuple[str, ...] = ()
+
+    @property
+    def expected_path(self) -> Path:
+        return self.path / EXPECTED_FILE
+
+
+def _string_list(raw: Any, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        raise CaseDefinitionError(f"{where}: must be a list of strings")
+    return tuple(raw)
+
+
+def load_case(path: Path) -> Case:
+    """Read and validate ``<path>/case.yaml``."""
+    path = Path(path)
+    case_file = path / CASE_FILE
+    where = str(case_file)
+    try:
+        raw = yaml.safe_load(case_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise CaseDefinitionError(f"{where}: cannot read: {err}") from err
+    if not isinstance(raw, dict):
+        raise CaseDefinitionError(f"{where}: must be a mapping")
+    unknown = sorted(set(raw) - _CASE_FIELDS)
+    if unknown:
+        raise CaseDefinitionError(f"{where}: unknown field(s) {', '.join(unknown)} "
+                                  f"(known: {', '.join(sorted(_CASE_FIELDS))})")
+    description = raw.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise CaseDefinitionError(f"{where}: description: required, a non-empty string")
+    command = raw.get("command", "render")
+    if command not in COMMANDS:
+        raise CaseDefinitionError(f"{where}: command: {command!r} is not one of {', '.join(COMMANDS)}")
+    snapshot = _string_list(raw.get("snapshot"), f"{where}: snapshot")
+    if not snapshot:
+        raise CaseDefinitionError(f"{where}: snapshot: required, at least one path")
+    for rel in snapshot:
+        if not (path / rel).exists():
+            raise CaseDefinitionError(f"{where}: snapshot: {rel!r} does not exist (relative to {path})")
+    sets = _string_list(raw.get("set"), f"{where}: set")
+    for item in sets:
+        if "=" not in item:
+            raise CaseDefinitionError(f"{where}: set: {item!r} is not NAME=VALUE")
+    rules = raw.get("rules")
+    if rules is not None:
+        if not isinstance(rules, str) or not (path / rules).is_dir():
+            raise CaseDefinitionError(f"{where}: rules: {rules!r} is not a directory (relative to {path})")
+    exit_code = raw.get("expectExitCode", 0)
+    if not isinstance(exit_code, int) or isinstance(exit_code, bool) or exit_code < 0:
+        raise CaseDefinitionError(f"{where}: expectExitCode: must be a non-negative integer")
+    stderr = _string_list(raw.get("expectStderr"), f"{where}: expectStderr")
+    return Case(name=path.name, path=path, description=description.strip(), command=command,
+                snapshot=snapshot, set=sets, rules=rules, expect_exit_code=exit_code, expect_stderr=stderr)
+
+
+def case_dirs(root: Path) -> list[Path]:
+    """Every direct sub-folder of ``root`` (each must be a case), sorted by name."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name)
+
+
+def discover(root: Path) -> list[Case]:
+    return [load_case(p) for p in case_dirs(root)]
+
+
+# ------------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------------
+
+
+def _rel(target: Path, cwd: Path) -> str:
+    try:
+        return os.path.relpath(target, cwd)
+    except ValueError:  # another drive (Windows)
+        return str(target)
+
+
+PROGRAM = "gpustack-render"
+
+
+def command_argv(case: Case, cwd: Path, python: str = sys.executable) -> list[str]:
+    """``python -m gpustack_render <command> …``; ``python="gpustack-render"`` gives ``gpustack-render <command> …``."""
+    argv = ([python] if Path(python).name == PROGRAM else [python, "-m", "gpustack_render"]) + [case.command]
+    argv += [_rel(case.path / rel, cwd) for rel in case.snapshot]
+    for item in case.set:
+        argv += ["--set", item]
+    if case.rules is not None:
+        argv += ["--rules", _rel(case.path / case.rules, cwd)]
+    argv += ["--format", "json"]
+    return argv
+
+
+def subprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
+    proc = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _parse_argv(argv: Sequence[str]) -> tuple[str, list[str], list[str], str | None, str]:
+    """The argv :func:`command_argv` builds → (command, snapshots, sets, rules, format)."""
+    args = list(argv)
+    if "gpustack_render" in args:
+        start = args.index("gpustack_render") + 1
+    else:
+        start = 1 if args and Path(args[0]).name == PROGRAM else 0
+    command, rest = args[start], args[start + 1:]
+    snapshots: list[str] = []
+    sets: list[str] = []
+    rules: str | None = None
+    fmt = "yaml"
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg in ("--set", "--rules", "--format") and i + 1 < len(rest):
+            value = rest[i + 1]
+            if arg == "--set":
+                sets.append(value)
+            elif arg == "--rules":
+                rules = value
+            else:
+                fmt = value
+            i += 2
+            continue
+        snapshots.append(arg)
+        i += 1
+    return command, snapshots, sets, rules, fmt
+
+
+def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
+    """Run the command :func:`command_argv` built through the pipeline in this process.
+
+    Output, diagnostics and exit code are the CLI's (``commands/common.run``): warnings as
+    ``gpustack-render: warning: …``, problems as the CLI prints them and exit 2, an unexpected
+    exception as the one-line internal error. Paths are taken relative to ``cwd``."""
+    from gpustack_render import pipeline
+    from gpustack_render.emit import format_objects
+    from gpustack_render.errors import EXIT_USAGE, PROG, UserError
+    from gpustack_render.yamlio import dump_json, dump_yaml
+
+    command, snapshots, sets, rules, fmt = _parse_argv(argv)
+    here = Path.cwd().resolve() == Path(cwd).resolve()
+
+    def at(path: str) -> str:
+        return path if here or Path(path).is_absolute() or path == "-" else str(Path(cwd) / path)
+
+    err: list[str] = []
+    ctx = None
+
+    def warnings() -> None:
+        if ctx is not None:
+            err.extend(f"{PROG}: warning: {w}" for w in ctx.diagnostics.warnings)
+
+    try:
+        ctx = pipeline.prepare([at(p) for p in snapshots], sets, Path(at(rules)) if rules else None)
+        if command == "render":
+            out = format_objects(pipeline.render_objects(ctx, None), fmt)
+        elif command == "catalog":
+            listing = pipeline.render_catalog(ctx, None)
+            out = dump_json(listing) if fmt == "json" else dump_yaml(listing)
+        elif command == "node-patches":
+            entries = pipeline.node_patches(ctx)
+            out = dump_json(entries) if fmt == "json" else (dump_yaml(entries) if entries else "[]\n")
+        else:
+            return EXIT_USAGE, "", f"{PROG}: error: unknown command {command!r}\n"
+    except UserError as error:
+        warnings()
+        err.extend(p.format() if p.compiler_style else f"{PROG}: {p.format()}" for p in error.problems)
+        return EXIT_USAGE, "", "".join(line + "\n" for line in err)
+    except Exception as error:  # a bug, reported like the CLI does (and so never a passing case)
+        return EXIT_USAGE, "", (f"{PROG}: error: internal error: {type(error).__name__}: {error} "
+                                f"(run with --debug for a traceback and please report it)\n")
+    warnings()
+    return 0, out, "".join(line + "\n" for line in err)
+
+
+@dataclass
+class CaseRun:
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def execute(case: Case, cwd: Path, invoker: Invoker = subprocess_invoker, python: str = sys.executable) -> CaseRun:
+    argv = command_argv(case, cwd, python)
+    code, out, err = invoker(argv, cwd)
+    return CaseRun(argv=argv, exit_code=code, stdout=out, stderr=err)
+
+
+# ------------------------------------------------------------------------------------------------
+# Parsing output and goldens
+# ------------------------------------------------------------------------------------------------
+
+
+class OutputError(Exception):
+    """stdout is not what the command contract promises."""
+
+
+def parse_stdout(command: str, stdout: str) -> list[Any]:
+    """The objects (render/catalog) or entries (node-patches) printed with ``--format json``."""
+    try:
+        data = json.loads(stdout)
+    except json.JSONDecodeError as err:
+        raise OutputError(f"stdout is not JSON: {err}") from err
+    if command in LIST_COMMANDS:
+        if not isinstance(data, dict):
+            raise OutputError(f"stdout is not a List object but a {type(data).__name__}")
+        problems = []
+        if data.get("apiVersion") != "v1":
+            problems.append(f"apiVersion is {data.get('apiVersion')!r}, expected 'v1'")
+        if data.get("kind") != "List":
+            problems.append(f"kind is {data.get('kind')!r}, expected 'List'")
+        if not isinstance(data.get("items"), list):
+            problems.append("items is not a list")
+        extra = sorted(set(data) - {"apiVersion", "kind", "items"})
+        if extra:
+            problems.append(f"unexpected top-level field(s) {', '.join(extra)}")
+        if problems:
+            raise OutputError("stdout List wrapper: " + "; ".join(problems))
+        return data["items"]
+    if not isinstance(data, list):
+        raise OutputError(f"stdout is not a JSON array but a {type(data).__name__}")
+    return data
+
+
+def load_expected(case: Case) -> list[Any]:
+    path = case.expected_path
+    if not path.exists():
+        raise CaseDefinitionError(f"{path}: missing (write it by hand or run `gpustack-render test --update`)")
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+    except yaml.YAMLError as err:
+        raise CaseDefinitionError(f"{path}: invalid YAML: {err}") from err
+    if case.command in LIST_COMMANDS:
+        for i, doc in enumerate(docs):
+            if not isinstance(doc, dict):
+                raise CaseDefinitionError(f"{path}: document {i + 1} is not an object")
+        return docs
+    if not docs:
+        return []
+    if len(docs) != 1 or not isinstance(docs[0], list):
+        raise CaseDefinitionError(f"{path}: node-patches golden must be one document holding a list")
+    return docs[0]
+
+
+def _header(case: Case, cwd: Path) -> str:
+    argv = command_argv(case, cwd, python="python")
+    shown = " ".join(shlex.quote(a) for a in argv[:-2])  # without --format json
+    lines = ["# " + line for line in textwrap.wrap(f"Golden for fixtures case {case.name!r}: {case.description}", 98)]
+    lines += [
+        f"# Command: {shown}",
+        "# Written by `pytest tests/test_fixture_cases.py --update-goldens`; review every change against",
+        "# the spec before committing. Compared semantically (tests/case_runner.py).",
+    ]
+    if case.expect_exit_code != 0:
+        lines.append(f"# The case expects exit code {case.expect_exit_code}: nothing on stdout.")
+    return "\n".join(lines) + "\n"
+
+
+def _dump(doc: Any) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+
+
+def render_golden(case: Case, actual: list[Any], cwd: Path) -> str:
+    text = _header(case, cwd)
+    if case.expect_exit_code != 0:
+        return text
+    if case.command in LIST_COMMANDS:
+        return text + "".join("---\n" + _dump(obj) for obj in actual)
+    return text + "---\n" + _dump(actual)
+
+
+# ------------------------------------------------------------------------------------------------
+# Semantic comparison
+# ------------------------------------------------------------------------------------------------
+
+
+def identity(obj: Any) -> tuple[str, str, str, str] | None:
+    """(apiVersion group, kind, namespace, name); None when the object lacks one of them."""
+    if not isinstance(obj, dict):
+        return None
+    api, kind, meta = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
+    if not isinstance(api, str) or not isinstance(kind, str) or not isinstance(meta, dict):
+        return None
+    name, namespace = meta.get("name"), meta.get("namespace", "")
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        return None
+    group = api.rpartition("/")[0] if "/" in api else ""
+    return group, kind, namespace, name
+
+
+def describe(key: tuple[str, str, str, str]) -> str:
+    group, kind, namespace, name = key
+    where = f"{namespace}/{name}" if namespace else name
+    return f"{kind}/{where} ({group or 'core'})"
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
+            dict: "map", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return text
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Type-strict equality (``True != 1``, ``1 != 1.0``, ``"1" != 1``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _join(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    text = str(key)
+    if text and all(c.isalnum() or c == "_" for c in text):
+        return f"{path}.{text}" if path else text
+    return f"{path}[{json.dumps(text)}]"
+
+
+def diff_values(expected: Any, actual: Any, path: str = "") -> list[str]:
+    """Field-by-field differences, one line each, paths like ``spec.labels["a/b"]``."""
+    where = path or "(root)"
+    if _same(expected, actual):
+        return []
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        lines: list[str] = []
+        for key in expected:
+            sub = _join(path, key)
+            if key not in actual:
+                lines.append(f"{sub}: missing (expected {_show(expected[key])})")
+            else:
+                lines += diff_values(expected[key], actual[key], sub)
+        for key in actual:
+            if key not in expected:
+                lines.append(f"{_join(path, key)}: unexpected (got {_show(actual[key])})")
+        return lines
+    if isinstance(expected, list) and isinstance(actual, list):
+        lines = []
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            lines += diff_values(e, a, _join(path, i))
+        for i in range(len(actual), len(expected)):
+            lines.append(f"{_join(path, i)}: missing (expected {_show(expected[i])})")
+        for i in range(len(expected), len(actual)):
+            lines.append(f"{_join(path, i)}: unexpected (got {_show(actual[i])})")
+        return lines
+    if type(expected) is not type(actual):
+        return [f"{where}: expected {_type_name(expected)} {_show(expected)}, got {_type_name(actual)} {_show(actual)}"]
+    return [f"{where}: expected {_show(expected)}, got {_show(actual)}"]
+
+
+def _index(items: Iterable[Any], key_of: Callable[[Any], Any], side: str, problems: list[str]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for pos, item in enumerate(items):
+        key = key_of(item)
+        if key is None:
+            problems.append(f"{side} item {pos + 1} has no identity: {_show(item)}")
+        elif key in out:
+            if not _same(out[key], item):
+                problems.append(f"{side}: two different items with identity {key!r}")
+            else:
+                problems.append(f"{side}: item with identity {key!r} appears twice")
+        else:
+            out[key] = item
+    return out
+
+
+def _compare_keyed(expected: list[Any], actual: list[Any], key_of: Callable[[Any], Any],
+                   show_key: Callable[[Any], str]) -> list[str]:
+    problems: list[str] = []
+    want = _index(expected, key_of, "expected.yaml", problems)
+    got = _index(actual, key_of, "output", problems)
+    for key in sorted(k for k in want if k not in got):
+        problems.append(f"missing: {show_key(key)}")
+    for key in sorted(k for k in got if k not in want):
+        problems.append(f"extra:   {show_key(key)}")
+    for key in sorted(k for k in want if k in got):
+        lines = diff_values(want[key], got[key])
+        if lines:
+            problems.append(f"changed: {show_key(key)}\n" + "\n".join(f"    {line}" for line in lines))
+    return problems
+
+
+def compare_objects(expected: list[Any], actual: list[Any]) -> list[str]:
+    """Semantic comparison of two object lists; an empty result means equal."""
+    return _compare_keyed(expected, actual, identity, describe)
+
+
+def _patch_key(entry: Any) -> tuple[str, str] | None:
+    if not isinstance(entry, dict):
+        return None
+    node, sub = entry.get("node"), entry.get("subresource")
+    if not isinstance(node, str) or not isinstance(sub, str):
+        return None
+    return node, sub
+
+
+def compare_patches(expected: list[Any], actual: list[Any]) -> list[str]:
+    return _compare_keyed(expected, actual, _patch_key, lambda k: f"node {k[0]} subresource {json.dumps(k[1])}")
+
+
+def compare(command: str, expected: list[Any], actual: list[Any]) -> list[str]:
+    return compare_objects(expected, actual) if command in LIST_COMMANDS else compare_patches(expected, actual)
+
+
+# ------------------------------------------------------------------------------------------------
+# One case, end to end
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CaseOutcome:
+    case: Case
+    run: CaseRun | None = None
+    failures: list[str] = field(default_factory=list)
+    updated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def report(self) -> str:
+        lines = [f"case {self.case.name}: {self.case.description}"]
+        if self.run is not None:
+            lines.append("  command: " + " ".join(shlex.quote(a) for a in self.run.argv))
+            lines.append(f"  exit code: {self.run.exit_code} (expected {self.case.expect_exit_code})")
+        for failure in self.failures:
+            lines += ["  " + line for line in failure.splitlines()]
+        if self.run is not None and self.run.stderr.strip():
+            lines.append("  stderr:")
+            lines += ["    | " + line for line in self.run.stderr.rstrip().splitlines()[:40]]
+        return "\n".join(lines)
+
+
+def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker = subprocess_invoker,
+             python: str = sys.executable) -> CaseOutcome:
+    outcome = CaseOutcome(case=case)
+    run = outcome.run = execute(case, cwd, invoker, python)
+    fail = outcome.failures.append
+
+    if run.exit_code != case.expect_exit_code:
+        fail(f"exit code {run.exit_code}, expected {case.expect_exit_code}")
+    for marker in _CRASH_MARKERS:
+        if marker in run.stderr:
+            fail(f"stderr shows a crash ({marker!r})")
+    for needle in case.expect_stderr:
+        if needle not in run.stderr:
+            fail(f"stderr lacks expected text {needle!r}")
+
+    actual: list[Any] | None = None
+    if case.expect_exit_code != 0:
+        if run.stdout.strip():
+            fail(f"stdout must be empty for an expected exit code {case.expect_exit_code}, "
+                 f"got {len(run.stdout)} characters")
+        actual = []
+    elif run.exit_code == 0:
+        try:
+            actual = parse_stdout(case.command, run.stdout)
+        except OutputError as err:
+            fail(str(err))
+
+    if update and actual is not None and run.exit_code == case.expect_exit_code:
+        text = render_golden(case, actual, cwd)
+        if not case.expected_path.exists() or case.expected_path.read_text(encoding="utf-8") != text:
+            case.expected_path.write_text(text, encoding="utf-8")
+            outcome.updated = True
+
+    try:
+        expected = load_expected(case)
+    except CaseDefinitionError as err:
+        fail(str(err))
+        return outcome
+    if case.expect_exit_code != 0:
+        if expected:
+            fail(f"{case.expected_path}: must hold no documents for an expected exit code "
+                 f"{case.expect_exit_code}")
+        return outcome
+    if actual is not None:
+        outcome.failures += compare(case.command, expected, actual)
+    return outcome
+
+
+# ------------------------------------------------------------------------------------------------
+# Many cases: `gpustack-render test`
+# ------------------------------------------------------------------------------------------------
+
+
+def collect(paths: Sequence[Path]) -> list[Path]:
+    """Case folders: a PATH holding ``case.yaml`` is one case, any other folder holds cases."""
+    found: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if (path / CASE_FILE).is_file():
+            found.append(path)
+        else:
+            found.extend(case_dirs(path))
+    unique: dict[Path, Path] = {}
+    for path in found:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+@dataclass
+class SuiteEntry:
+    outcome: CaseOutcome
+    seconds: float
+    label: str
+
+
+def run_suite(paths: Sequence[Path], cwd: Path, *, update: bool = False,
+              invoker: Invoker = inprocess_invoker) -> list[SuiteEntry]:
+    """Run every case under ``paths``; a case that cannot be loaded is a failed entry, never a crash."""
+    import time
+    dirs = collect(paths)
+    names = [d.name for d in dirs]
+    entries = []
+    for case_dir in dirs:
+        label = case_dir.name if names.count(case_dir.name) == 1 else _rel(case_dir, cwd)
+        start = time.perf_counter()
+        try:
+            case = load_case(case_dir)
+        except CaseDefinitionError as err:
+            stub = Case(name=case_dir.name, path=case_dir, description="(case.yaml cannot be used)")
+            entries.append(SuiteEntry(CaseOutcome(case=stub, failures=[str(err)]), time.perf_counter() - start, label))
+            continue
+        outcome = run_case(case, cwd, update=update, invoker=invoker,
+                           python=PROGRAM if invoker is inprocess_invoker else sys.executable)
+        entries.append(SuiteEntry(outcome, time.perf_counter() - start, label))
+    return entries
+
+
+def summary_line(entries: Sequence[SuiteEntry]) -> str:
+    failed = sum(not e.outcome.ok for e in entries)
+    return f"{len(entries) - failed} passed, {failed} failed"
+
+
+def format_table(entries: Sequence[SuiteEntry]) -> str:
+    """The result table, the report of every failure, then exactly one final ``N passed, M failed``."""
+    width = max([len("CASE")] + [len(e.label) for e in entries])
+    lines = [f"{'CASE':<{width}}  {'COMMAND':<12}  {'RESULT':<7}  TIME"]
+    for e in entries:
+        result = "FAIL" if not e.outcome.ok else ("updated" if e.outcome.updated else "pass")
+        lines.append(f"{e.label:<{width}}  {e.outcome.case.command:<12}  {result:<7}  {e.seconds:.2f}s")
+    failures = [e for e in entries if not e.outcome.ok]
+    for e in failures:
+        lines += ["", "FAIL " + e.outcome.report().removeprefix("case ")]
+    updated = sum(e.outcome.updated for e in entries)
+    if updated:
+        lines += ["", f"updated {updated} golden file(s): review `git diff` before committing"]
+    lines += ["", summary_line(entries)]
+    return "\n".join(lines) + "\n"
+
+
+def _entry_json(e: SuiteEntry) -> dict[str, Any]:
+    run = e.outcome.run
+    return {
+        "name": e.label, "path": str(e.outcome.case.path), "description": e.outcome.case.description,
+        "command": e.outcome.case.command, "result": "pass" if e.outcome.ok else "fail",
+        "updated": e.outcome.updated, "seconds": round(e.seconds, 3), "failures": list(e.outcome.failures),
+        "exitCode": run.exit_code if run else None, "expectedExitCode": e.outcome.case.expect_exit_code,
+        "argv": run.argv if run else None, "stderr": run.stderr if run else None,
+    }
+
+
+def format_json(entries: Sequence[SuiteEntry]) -> str:
+    failed = sum(not e.outcome.ok for e in entries)
+    return json.dumps({"cases": [_entry_json(e) for e in entries], "passed": len(entries) - failed,
+                       "failed": failed}, indent=2, ensure_ascii=False) + "\n"
+
+
+def format_junit(entries: Sequence[SuiteEntry], suite: str = "gpustack-render") -> str:
+    """JUnit XML (one testsuite) for CI systems that show test reports."""
+    import xml.etree.ElementTree as ET
+    failed = sum(not e.outcome.ok for e in entries)
+    total = sum(e.seconds for e in entries)
+    root = ET.Element("testsuites", name=suite, tests=str(len(entries)), failures=str(failed),
+                      time=f"{total:.3f}")
+    node = ET.SubElement(root, "testsuite", name=suite, tests=str(len(entries)), failures=str(failed),
+                         errors="0", skipped="0", time=f"{total:.3f}")
+    for e in entries:
+        case = ET.SubElement(node, "testcase", classname=f"{suite}.{e.outcome.case.command}", name=e.label,
+                             time=f"{e.seconds:.3f}")
+        if not e.outcome.ok:
+            first = e.outcome.failures[0].splitlines()[0] if e.outcome.failures else "failed"
+            failure = ET.SubElement(case, "failure", message=first, type="CaseFailure")
+            failure.text = e.outcome.report()
+        if e.outcome.run is not None and e.outcome.run.stderr:
+            ET.SubElement(case, "system-err").text = e.outcome.run.stderr
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

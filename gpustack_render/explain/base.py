@@ -1,0 +1,290 @@
+"""The report every ``explain`` target builds, and what the builders share: rule origins, setting
+sources, condition tracing and field provenance of a rendered object. Pure: no printing here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from gpustack_render import schema
+from gpustack_render.pipeline import Context
+
+Path_ = tuple[str | int, ...]
+
+
+def show_path(text: str) -> str:
+    """A file path (optionally ``:line``) relative to the working directory when it lies below it."""
+    file, sep, line = text.rpartition(":")
+    if not sep or not line.isdigit():
+        file, sep, line = text, "", ""
+    try:
+        resolved = Path(file).resolve()
+        rel = resolved.relative_to(Path.cwd().resolve())
+        file = str(rel)
+    except (ValueError, OSError):
+        pass
+    return f"{file}{sep}{line}"
+
+
+def json_path(path: Path_) -> str:
+    """``metadata.labels["kubernetes.io/os"]``, ``spec.resourceGroups[0]``."""
+    out = ""
+    for key in path:
+        if isinstance(key, int):
+            out += f"[{key}]"
+        elif key and all(c.isalnum() or c == "_" for c in key):
+            out += f".{key}" if out else key
+        else:
+            out += f"[{json.dumps(key)}]"
+    return out
+
+
+def show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def show_quantity(value: Any) -> str:
+    """A parsed quantity (``Fraction``) as a plain number: ``16``, ``0.5``."""
+    from fractions import Fraction
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else format(float(value), "g")
+    return str(value)
+
+
+@dataclass
+class Line:
+    text: str
+    origins: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text}
+        if self.origins:
+            out["from"] = self.origins
+        return out
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[Line] = field(default_factory=list)
+
+    def add(self, text: str, *origins: str | None) -> "Section":
+        self.lines.append(Line(text, [o for o in origins if o]))
+        return self
+
+
+@dataclass
+class Report:
+    """What ``explain`` prints: the object, each field with its sources, sections of reasoning."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    rendered: bool = True
+    template: str = ""
+    source_file: str = ""
+    object: dict[str, Any] | None = None
+    fields: list[tuple[str, Any, list[str]]] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+    settings: list[tuple[str, bool, str, str]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        kind = "node" if self.kind == "Node" else self.kind
+        return f"{kind}/{self.namespace}/{self.name}" if self.namespace else f"{kind}/{self.name}"
+
+    def section(self, title: str) -> Section:
+        section = Section(title)
+        self.sections.append(section)
+        return section
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target, "kind": self.kind, "name": self.name, "namespace": self.namespace or None,
+            "rendered": self.rendered, "template": self.template or None, "sourceFile": self.source_file or None,
+            "object": self.object,
+            "fields": [{"path": p, "value": v, "from": o} for p, v, o in self.fields],
+            "sections": [{"title": s.title, "lines": [line.as_json() for line in s.lines]} for s in self.sections],
+            "settings": [{"name": n, "value": v, "source": s, "detail": d} for n, v, s, d in self.settings],
+            "facts": self.facts,
+        }
+
+
+class Explainer:
+    """Shared helpers bound to one context."""
+
+    def __init__(self, ctx: Context, setting_sources: Mapping[str, tuple[str, str]],
+                 templates_dir: Path | None) -> None:
+        from gpustack_render.evaluate.names import NameNormaliser
+        from gpustack_render.resources import default_templates_dir
+        self.ctx, self.rules, self.snapshot, self.settings = ctx, ctx.rules, ctx.snapshot, ctx.settings
+        self.plan = ctx.evaluation.plan
+        self.facts = {f.name: f for f in ctx.evaluation.node_facts}
+        self.sources = setting_sources
+        self.templates_dir = templates_dir or default_templates_dir()
+        self.names = NameNormaliser(ctx.rules)
+        self.akey_prefix = ctx.rules.normalisation.aKey.labelPrefix
+
+    # --- where things come from ------------------------------------------------------------------
+    def rule(self, kind: str, *path: str | int, value: Any = None) -> str:
+        """``rules/naming.yaml:8: resourceFlavor.cpu "gpustack--{gKey}-…"`` for a rule location."""
+        dotted = ".".join(map(str, path))
+        where = self.rules.origins.get(f"{kind}:{dotted}") if dotted else None
+        if where is None:
+            doc_file = next((o.rsplit(":", 1)[0] for k, o in self.rules.origins.items()
+                             if k.startswith(kind + ":")), kind)
+            where = doc_file
+        text = f"{show_path(where)}: {dotted or kind}"
+        if value is not None:
+            text += f" {show(value)}"
+        return text
+
+    def manufacturer(self, name: str) -> str:
+        """The origin of one manufacturer's entry in the Manufacturers rules."""
+        model = self.rules.models.get("Manufacturers")
+        index = next((i for i, m in enumerate(model.items) if m.name == name), None) if model else None
+        return self.rule("Manufacturers", "items", index, "name", value=name) if index is not None \
+            else self.rule("Manufacturers", "items")
+
+    def setting(self, name: str) -> str:
+        value = self.settings.get(name)
+        source, detail = self.sources.get(name, ("default", ""))
+        if source == "default":
+            detail = show_path(self.rules.origins.get(f"Settings:defaults.{name}", "")) or "rules"
+        elif source == "--set":
+            detail = ""
+        return f"setting {name}={show(value)} ({source}{': ' + detail if detail else ''})"
+
+    def settings_report(self, report: Report, names: Iterable[str]) -> None:
+        for name in names:
+            if name not in self.settings:
+                continue
+            source, detail = self.sources.get(name, ("default", ""))
+            if source == "default":
+                detail = show_path(self.rules.origins.get(f"Settings:defaults.{name}", ""))
+            report.settings.append((name, self.settings[name], source, detail))
+
+    def template(self, kind: str) -> str:
+        return f"template {show_path(str(self.templates_dir / f'{kind}.yaml.j2'))}"
+
+    def file_of(self, kind: str, name: str) -> str:
+        files = getattr(self.snapshot, "files", None) or {}
+        file = files.get((kind, name), "")
+        if not file and kind == "Node":
+            file = (getattr(self.snapshot, "node_files", None) or {}).get(name, "")
+        return show_path(file) if file else ""
+
+    def snap_ref(self, kind: str, name: str, detail: str = "") -> str:
+        """``snapshot Node/node-a (fixtures/demo/nodes.yaml): label x="y"``."""
+        file = self.file_of(kind, name)
+        text = f"snapshot {kind}/{name}" + (f" ({file})" if file else "")
+        return f"{text}: {detail}" if detail else text
+
+    def node_ref(self, name: str, detail: str = "") -> str:
+        return self.snap_ref("Node", name, detail)
+
+    # --- rendering the target object ---------------------------------------------------------------
+    def render(self, kind: str, item: Any) -> dict[str, Any]:
+        from gpustack_render.render import Renderer
+        return Renderer(self.templates_dir).render_kind(kind, [item])[0]
+
+    def attach_fields(self, report: Report, obj: dict[str, Any], provenance: Mapping[Path_, list[str]]) -> None:
+        """Every leaf of ``obj`` with the sources of its longest provenance prefix (else: the template)."""
+        report.object = obj
+        fallback = [self.template(report.kind) + " (fixed text)"]
+        for path, value in _leaves(obj, ()):
+            origins = None
+            for cut in range(len(path), 0, -1):
+                if path[:cut] in provenance:
+                    origins = provenance[path[:cut]]
+                    break
+            report.fields.append((json_path(path), value, list(origins) if origins else fallback))
+
+
+def _leaves(value: Any, path: Path_) -> Iterable[tuple[Path_, Any]]:
+    if isinstance(value, dict) and value:
+        for key, sub in value.items():
+            yield from _leaves(sub, path + (key,))
+    elif isinstance(value, list) and value:
+        for i, sub in enumerate(value):
+            yield from _leaves(sub, path + (i,))
+    else:
+        yield path, value
+
+
+# --- conditions --------------------------------------------------------------------------------
+
+def holds(cond: Any, facts: Mapping[str, Any], settings: Mapping[str, bool]) -> bool:
+    """Evaluate a validated schema condition (the same semantics as expressions.compile_condition)."""
+    if cond is None:
+        return True
+    if isinstance(cond, schema.FactCondition):
+        value = facts.get(cond.fact)
+        if cond.operator is None:
+            return bool(value)
+        return _compare(cond.operator, value, cond.value)
+    if isinstance(cond, schema.SettingCondition):
+        return bool(settings.get(cond.setting))
+    if isinstance(cond, schema.NotCondition):
+        return not holds(cond.not_, facts, settings)
+    if isinstance(cond, schema.AllCondition):
+        return all(holds(c, facts, settings) for c in cond.all)
+    return any(holds(c, facts, settings) for c in cond.any)
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    import operator
+    fn = {"Gt": operator.gt, "Ge": operator.ge, "Lt": operator.lt, "Le": operator.le, "Eq": operator.eq,
+          "Ne": operator.ne}[op]
+    try:
+        return bool(fn(left, right))
+    except TypeError:
+        return False
+
+
+def describe(cond: Any) -> str:
+    """A compact one-line rendering of a condition: ``all(managed, cpuCount Gt 0, not(hasAccelerator))``."""
+    if cond is None:
+        return "always"
+    if isinstance(cond, schema.FactCondition):
+        return cond.fact if cond.operator is None else f"{cond.fact} {cond.operator} {show(cond.value)}"
+    if isinstance(cond, schema.SettingCondition):
+        return f"setting {cond.setting}"
+    if isinstance(cond, schema.NotCondition):
+        return f"not({describe(cond.not_)})"
+    key = "all" if isinstance(cond, schema.AllCondition) else "any"
+    return f"{key}({', '.join(describe(c) for c in getattr(cond, key))})"
+
+
+def reasons(cond: Any, facts: Mapping[str, Any], settings: Mapping[str, bool], want: bool = True) -> list[str]:
+    """Why ``cond`` is not ``want``: the leaves that decided it, in plain words."""
+    if cond is None:
+        return [] if want else ["the rule has no condition (always true)"]
+    if isinstance(cond, schema.FactCondition):
+        value = facts.get(cond.fact)
+        wanted = (f"{cond.operator} {show(cond.value)}" if cond.operator else "true")
+        if not want:
+            wanted = f"not {wanted}" if cond.operator else "false"
+        return [f"{cond.fact} is {show(value)}, needs {wanted}"]
+    if isinstance(cond, schema.SettingCondition):
+        return [f"setting {cond.setting} is {show(settings.get(cond.setting))}, needs {show(want)}"]
+    if isinstance(cond, schema.NotCondition):
+        return reasons(cond.not_, facts, settings, not want)
+    members = cond.all if isinstance(cond, schema.AllCondition) else cond.any
+    is_all = isinstance(cond, schema.AllCondition)
+    out: list[str] = []
+    if is_all == want:  # all failed (some member false) / any held when it should not (some member true)
+        for member in members:
+            if holds(member, facts, settings) != want:
+                out += reasons(member, facts, settings, want)
+    else:  # every member decided it: any failed (all false) / all held (all true)
+        parts = ["; ".join(reasons(m, facts, settings, want)) for m in members]
+        out.append("; and ".join(p for p in parts if p))
+    return out

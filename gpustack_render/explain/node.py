@@ -1,0 +1,387 @@
+"""``explain node/NAME`` and ``explain NodeFeature/NAME``: a Node's keys, state, flavors and capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack_render import schema
+from gpustack_render.errors import Diagnostics
+from gpustack_render.evaluate.nodes import ARCH_LABEL, GENERAL_PREFIX, OS_LABEL, PROFILE_LABEL, NodeFacts
+from gpustack_render.explain.base import Explainer, Report, Section, holds, reasons, show, show_quantity
+from gpustack_render.quantity import format_decimal_si
+
+
+def _cruft_text(step: Any) -> str:
+    if isinstance(step, schema.CutAt):
+        return f"cut at {show(step.cutAt)}"
+    if isinstance(step, schema.Delete):
+        return "delete " + ", ".join(show(w) for w in step.delete)
+    if isinstance(step, schema.RegexReplace):
+        return f"regex {show(step.regex)} -> {show(step.replace)}"
+    return "trim spaces"
+
+
+def gkey_trace(x: Explainer, labels: dict[str, str], annotations: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+    """The gKey derivation of stage3-node.md §1.3, step by step, with the rule of each step.
+
+    Mirrors NodeEvaluator._derive_gkey; the NormalizeName intermediates come from NameNormaliser's
+    own hooks, so the strings shown are the ones the renderer computed."""
+    g = x.rules.normalisation.gKey
+    steps: list[dict[str, Any]] = []
+    raw_vendor = labels.get(g.manufacturer.label, "")
+    manu = raw_vendor.lower()
+    if not raw_vendor:
+        why = f"label {g.manufacturer.label} is absent or empty: fallback {show(g.manufacturer.fallback)}"
+        manu = g.manufacturer.fallback
+    elif manu in g.manufacturer.absentValues:
+        why = (f"label {g.manufacturer.label}={show(raw_vendor)} is listed in absentValues: fallback "
+               f"{show(g.manufacturer.fallback)}")
+        manu = g.manufacturer.fallback
+    else:
+        why = f"label {g.manufacturer.label}={show(raw_vendor)}, lower-cased"
+    steps.append({"step": "manu", "value": manu, "text": f"manu = {show(manu)}: {why}",
+                  "from": [x.rule("Normalisation", "gKey", "manufacturer")]})
+    id_prefix = ""
+    for i, source in enumerate(g.idPrefix):
+        origin = x.rule("Normalisation", "gKey", "idPrefix", i)
+        if isinstance(source, schema.AnnotationSource):
+            raw = annotations.get(source.annotation, "")
+            if not raw or raw.startswith("@"):
+                state = "absent or empty" if not raw else f"{show(raw)} starts with '@' (unresolved)"
+                steps.append({"step": f"idPrefix[{i}]", "applies": False,
+                              "text": f"idPrefix source {i + 1} (annotation {source.annotation}) does not apply: "
+                                      f"{state}", "from": [origin]})
+                continue
+            max_length = max(x.rules.id_prefix_max_length[i](manu=manu), 0)
+            sub: list[str] = []
+            after = raw
+            if source.stripCruft:
+                results = x.names.cruft_trace(raw)
+                before = raw
+                for j, (step, result) in enumerate(zip(x.rules.normalisation.normalizeName.cruft, results)):
+                    change = show(result) if result != before else "(no change)"
+                    sub.append(f"cruft {j + 1} {_cruft_text(step)}: {change}")
+                    before = result
+                after = results[-1] if results else raw
+            id_prefix = x.names.character_pass(after, manu, max_length)
+            steps.append({
+                "step": f"idPrefix[{i}]", "applies": True, "value": id_prefix,
+                "input": raw, "afterCruft": after, "afterCharacterPass": id_prefix, "maxLength": max_length,
+                "text": (f"idPrefix source {i + 1} applies: annotation {source.annotation}={show(raw)}; "
+                         f"NormalizeName(prefix {show(manu)}, maxLength {source.maxLength} = {max_length}, "
+                         f"stripCruft {show(source.stripCruft)})"),
+                "detail": sub + ([f"after cruft stripping: {show(after)}"] if source.stripCruft else []) + [
+                    f"after the character pass (lower-case, space -> {show(x.rules.normalisation.normalizeName.spaceBecomes)}, "
+                    f"keep {show(x.rules.normalisation.normalizeName.keep)}, leading {show(manu)} removed, "
+                    f"cut at {max_length or 'no limit'}): {show(id_prefix)}"],
+                "from": [origin, x.rule("Normalisation", "normalizeName")]})
+            break
+        parts = [labels.get(label, "") for label in source.labels]
+        if all(parts):
+            id_prefix = source.join.join(parts)
+            shown = ", ".join(f"{label}={show(v)}" for label, v in zip(source.labels, parts))
+            steps.append({"step": f"idPrefix[{i}]", "applies": True, "value": id_prefix,
+                          "text": f"idPrefix source {i + 1} applies: labels {shown} joined by {show(source.join)}"
+                                  f" = {show(id_prefix)}", "from": [origin]})
+            break
+        missing = [label for label, v in zip(source.labels, parts) if not v]
+        steps.append({"step": f"idPrefix[{i}]", "applies": False,
+                      "text": f"idPrefix source {i + 1} (labels) does not apply: {', '.join(missing)} absent or empty",
+                      "from": [origin]})
+    gkey = f"{manu}-{id_prefix}" if id_prefix else manu
+    steps.append({"step": "gKey", "value": gkey,
+                  "text": (f"gKey = manu + \"-\" + idPrefix = {gkey}" if id_prefix
+                           else f"gKey = manu = {gkey} (idPrefix is empty)"), "from": []})
+    return gkey, steps
+
+
+def _add_steps(section: Section, steps: list[dict[str, Any]]) -> None:
+    for n, step in enumerate(steps, 1):
+        section.add(f"{n}. {step['text']}", *step["from"])
+        for detail in step.get("detail", []):
+            section.add(f"     {detail}")
+
+
+def gkey_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
+    node = x.snapshot.nodes[facts.name]
+    gkey, steps = gkey_trace(x, node.metadata.labels or {}, node.metadata.annotations or {})
+    section = report.section(f"CPU key (gKey) = {facts.gkey}")
+    _add_steps(section, steps)
+    section.add(f"gManu (gKey up to its first '-') = {facts.gmanu}")
+    if gkey != facts.gkey:
+        section.add(f"NOTE: this trace gives {gkey!r} but the renderer computed {facts.gkey!r}; please report it")
+    report.facts["gKey"] = facts.gkey
+    report.facts["gManu"] = facts.gmanu
+    report.facts["gKeySteps"] = [{k: v for k, v in s.items() if k not in ("from",)} for s in steps]
+
+
+def managed_text(x: Explainer, facts: NodeFacts) -> tuple[str, list[str]]:
+    rules = x.rules
+    node = x.snapshot.nodes[facts.name]
+    current = (node.metadata.labels or {}).get(rules.managed_key, "")
+    grouping = rules.models.get("Grouping")
+    cond = grouping.managedLabel.stampWhen if grouping else None
+    origins = [x.rule("Grouping", "managedLabel")]
+    if current:
+        why = (f"the Node's own label {rules.managed_key}={show(current)} is kept as is (the NodeFeature never "
+               f"overrides an explicit value)")
+    elif cond is not None and holds(cond, facts.facts, x.settings):
+        why = (f"the Node has no {rules.managed_key} label; the NodeFeature stamps {show(rules.managed_stamp_value)} "
+               f"because stampWhen holds")
+        origins.append(x.setting("node-management-manual"))
+    else:
+        why = (f"the Node has no {rules.managed_key} label and stampWhen does not hold "
+               f"({'; '.join(reasons(cond, facts.facts, x.settings))}): the key is omitted")
+        origins.append(x.setting("node-management-manual"))
+    state = "managed" if facts.managed else "NOT managed"
+    converged = facts.converged.get(rules.managed_key)
+    return (f"{state}: converged {rules.managed_key}={show(converged) if converged is not None else '(absent)'}; "
+            f"{why}"), origins
+
+
+def explain_node(x: Explainer, name: str) -> Report:
+    facts = x.facts[name]
+    node = x.snapshot.nodes[name]
+    rules = x.rules
+    report = Report("Node", name, rendered=False, source_file=x.file_of("Node", name))
+    report.facts.update(managed=facts.managed, os=facts.os, arch=facts.arch, profile=facts.profile,
+                        cpuCount=facts.cpu_count, aKeys=list(facts.akeys), hasAccelerator=facts.has_accelerator,
+                        conditionFacts=dict(facts.facts))
+
+    state = report.section("State")
+    text, origins = managed_text(x, facts)
+    state.add(text, *origins)
+    state.add(f"os/arch: {OS_LABEL}={show(facts.os) if facts.os else '(absent)'}, "
+              f"{ARCH_LABEL}={show(facts.arch) if facts.arch else '(absent)'}")
+    own_profile = (node.metadata.labels or {}).get(PROFILE_LABEL, "")
+    if own_profile:
+        state.add(f"topology profile {facts.profile}: the Node's own label {PROFILE_LABEL}")
+    else:
+        state.add(f"topology profile {facts.profile}: computed from the topology levels "
+                  f"{', '.join(rules.topology_levels)} (the Node has no {PROFILE_LABEL} label)",
+                  x.rule("Topology", "levels"))
+    topology = rules.topology_name.render({"profile": facts.profile})
+    if not any(t.name == topology for t in x.plan.topologies):
+        state.add(f"no Topology/{topology} can be rendered: queues with its flavors are refused (MissingTopology)")
+    cpu = (node.status.capacity or {}).get("cpu")
+    state.add(f"CPU count {facts.cpu_count}: status.capacity.cpu={show_quantity(cpu) if cpu is not None else '(absent)'}"
+              f" rounded up")
+    state.add(f"has an accelerator: {show(facts.has_accelerator)} (label feature.gpustack.ai/acceleratable=\"true\" "
+              f"or at least one aKey)")
+    state.add("condition facts: " + ", ".join(f"{k}={show(v)}" for k, v in sorted(facts.facts.items())))
+
+    gkey_section(x, report, facts)
+    _akeys_section(x, report, facts)
+
+    nf = report.section(f"NodeFeature {rules.node_feature_name.render({'node': name})} spec.labels")
+    for key, value in sorted(facts.feature_labels.items()):
+        nf.add(f"{key}={show(value)}")
+
+    _flavors_section(x, report, facts)
+    _capacity_section(x, report, facts)
+    x.settings_report(report, ("node-management-manual", "instance-type-mixed-on-node",
+                               "instance-type-aware-cpu-manufacturer"))
+    return report
+
+
+def _akeys_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
+    node = x.snapshot.nodes[facts.name]
+    prefix, want = x.akey_prefix, x.rules.normalisation.aKey.value
+    section = report.section(f"Accelerator keys (aKeys): {', '.join(facts.akeys) or 'none'}")
+    origin = x.rule("Normalisation", "aKey")
+    for akey in facts.akeys:
+        section.add(f"{akey}: label {prefix}{akey}={show(want)}, manufacturer {akey.split('-', 1)[0]} is known",
+                    origin, x.manufacturer(akey.split("-", 1)[0]))
+    accepted = tuple(f"{prefix}{a}." for a in facts.akeys)
+    labels = node.metadata.labels or {}
+    for key, value in sorted(labels.items()):
+        if not key.startswith(prefix) or key.startswith(accepted):
+            continue
+        rest = key[len(prefix):]
+        if any(rest.startswith(other[len(prefix):] + ".") for other in labels
+               if other.startswith(prefix) and other != key):
+            continue  # an attribute (.count, .product, ...) of a model label listed on its own
+        manu, dash, _ = rest.partition("-")
+        if rest in facts.akeys:
+            continue
+        if value != want:
+            why = f"value {show(value)} is not {show(want)}"
+        elif not dash:
+            why = "no '-' (a manufacturer-wide label, not a model)"
+        elif manu not in x.rules.manufacturers:
+            why = f"{show(manu)} is not a known manufacturer"
+        elif "/" in rest:
+            why = "contains '/'"
+        else:
+            why = "not an aKey"
+        section.add(f"{key} is not an aKey: {why}", origin)
+
+
+def _flavors_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
+    rules = x.rules
+    grouping = rules.models.get("Grouping")
+    flavors_of = [f for f in x.plan.flavors if facts.name in f.nodes]
+    section = report.section("Flavors")
+    fed: list[str] = []
+    cpu_cond = grouping.flavor.cpu.contributes if grouping else None
+    cpu_origin = x.rule("Grouping", "flavor", "cpu", "contributes")
+    cpu_flavor = next((f for f in flavors_of if not f.accelerated), None)
+    if cpu_flavor is not None:
+        section.add(f"feeds CPU flavor ResourceFlavor/{cpu_flavor.name} (count {cpu_flavor.count}; capacity "
+                    f"{cpu_flavor.capacity} from {len(cpu_flavor.nodes)} Node(s))", cpu_origin)
+        fed.append(cpu_flavor.name)
+    else:
+        why = "; ".join(reasons(cpu_cond, facts.facts, x.settings)) or "contributes does not hold"
+        section.add(f"feeds no CPU flavor: {why}", cpu_origin,
+                    *(x.setting("instance-type-mixed-on-node") for _ in [0] if "instance-type-mixed-on-node" in why))
+    accel_cond = grouping.flavor.accelerated.contributes if grouping else None
+    accel_origin = x.rule("Grouping", "flavor", "accelerated", "contributes")
+    for akey in facts.akeys:
+        raw = facts.converged.get(f"{x.akey_prefix}{akey}.count", "")
+        count = int(raw) if raw.isdigit() else 0
+        flavor = next((f for f in flavors_of if f.accelerated and f.akey == akey), None)
+        if flavor is not None:
+            section.add(f"feeds accelerated flavor ResourceFlavor/{flavor.name} for {akey} (label "
+                        f"{x.akey_prefix}{akey}.count={show(raw)}; capacity {flavor.capacity} from "
+                        f"{len(flavor.nodes)} Node(s))", accel_origin)
+            fed.append(flavor.name)
+        elif count <= 0:
+            state = f"={show(raw)} is not a positive integer" if raw else " is missing"
+            section.add(f"no flavor for {akey}: label {x.akey_prefix}{akey}.count{state} (zero count)")
+        else:
+            why = "; ".join(reasons(accel_cond, dict(facts.facts, acceleratorCount=count), x.settings))
+            section.add(f"no flavor for {akey}: {why or 'contributes does not hold'}", accel_origin)
+    if not facts.akeys:
+        section.add("no accelerated flavor: the Node has no aKey")
+    if facts.managed:
+        for flavor in x.plan.flavors:
+            if facts.name not in flavor.nodes and flavor.node_labels.items() <= facts.converged.items():
+                section.add(f"NOTE: ResourceFlavor/{flavor.name} does not contain this Node but its spec.nodeLabels "
+                            f"select it (a queue selecting both flavors is refused: OverlappingSelectors)")
+    queues = [q for q in x.plan.cluster_queues if any(f.name in fed for f in q.flavors)]
+    for queue in queues:
+        mine = [f for f in queue.flavors if f.name in fed]
+        section.add(f"its flavors are in ClusterQueue/{queue.name}: "
+                    + ", ".join(f"{f.name} ({f.resource} {f.nominal_quota})" for f in mine))
+    for queue in x.plan.cluster_queues:
+        if queue in queues or not getattr(queue, "refusal", ""):
+            continue
+        if facts.name in queue.refusal or any(name in queue.refusal for name in fed):
+            section.add(f"ClusterQueue/{queue.name} refused its plan because of this Node's flavors: {queue.refusal}")
+    report.facts["flavors"] = fed
+    report.facts["clusterQueues"] = [q.name for q in queues]
+
+
+def _capacity_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
+    from gpustack_render.evaluate.capacity import CapacityEvaluator
+    rules = x.rules
+    node = x.snapshot.nodes[facts.name]
+    devices = x.snapshot.devices.get(facts.name)
+    section = report.section("Capacity keys (node-patches)")
+    evaluator = CapacityEvaluator(rules, Diagnostics())
+    current = node.status.capacity or {}
+    owned_now = sorted(k for k in current if evaluator.owns_capacity(k))
+    report.facts["capacity"] = {}
+    if not facts.managed or devices is None:
+        why = "the Node is not managed" if not facts.managed else f"there is no Devices object named {facts.name}"
+        stale = sorted(k for k in (node.metadata.labels or {}) if evaluator.owns_label(k))
+        section.add(f"no capacity keys and no fit labels are desired: {why}"
+                    + (f"; the owned keys present are removed: {', '.join(owned_now + stale)}"
+                       if owned_now or stale else ""))
+        return
+    desired = evaluator.desired(node, devices, facts)
+    skipped: list[tuple[str, str]] = []
+    tallies = evaluator.tallies(node, devices, facts, skipped)
+    for akey, why in skipped:
+        section.add(f"{akey} adds nothing: {why}")
+    if not facts.akeys:
+        section.add("no capacity keys are desired: the Node has no aKey")
+    for manu_name, tally in sorted(tallies.items()):
+        manufacturer = rules.manufacturers[manu_name]
+        section.add(f"{manu_name} ({manufacturer.resource_base}): L={tally.logical} logical and P={tally.partitioned} "
+                    f"partitioned card(s); key values are summed over its models", x.manufacturer(manu_name))
+        for i, family in enumerate(rules.capacity_families):
+            pool = family.pool.render({"base": manufacturer.resource_base})
+            reason = evaluator.gate(family, manufacturer, tally, current)
+            origin = x.rule("Capacity", "families", i)
+            if reason is None:
+                section.add(f"  family {family.name}: gated in (status.capacity[{pool}]={show_quantity(current[pool])} > 0)",
+                            origin)
+                for j, (key_fmt, expr) in enumerate(family.keys):
+                    key = key_fmt.render({"base": manufacturer.resource_base})
+                    section.add(f"    {key} = {expr.source} = {tally.values[key]} -> {show(format_decimal_si(tally.values[key]))}",
+                                x.rule("Capacity", "families", i, "keys", j))
+                if family.profile_key and manufacturer.partition_kind:
+                    for profile, count in sorted(tally.profiles.items()):
+                        key = family.profile_key.render({"base": manufacturer.resource_base,
+                                                         "kind": manufacturer.partition_kind, "profile": profile})
+                        section.add(f"    {key} = {count} (partition profile instances)",
+                                    x.rule("Capacity", "families", i, "profileKey"))
+            else:
+                section.add(f"  family {family.name}: not desired: {reason}", origin)
+    ops = []
+    for key in sorted(set(desired.capacity) | set(owned_now)):
+        want = desired.capacity.get(key)
+        have = current.get(key)
+        if want is None:
+            ops.append(f"remove {key} (owned, no longer desired)")
+        elif have is None:
+            ops.append(f"add {key}={format_decimal_si(want)}")
+        elif have != want:
+            ops.append(f"replace {key}: {show_quantity(have)} -> {format_decimal_si(want)}")
+    section.add("patch: " + ("; ".join(ops) if ops else "nothing to change (status.capacity already matches)"))
+    fit = report.section("Fit labels (node-patches)")
+    for key, value in sorted(desired.labels.items()):
+        fit.add(f"{key}={show(value)}", x.rule("Capacity", "fitLabels"))
+    if not desired.labels:
+        fit.add("none: no ledger group in the Devices status")
+    labels = node.metadata.labels or {}
+    stale = sorted(k for k in labels if evaluator.owns_label(k) and k not in desired.labels)
+    changed = sorted(k for k, v in desired.labels.items() if k in labels and labels[k] != v)
+    if stale or changed:
+        fit.add("patch: " + "; ".join([f"replace {k}: {show(labels[k])} -> {show(desired.labels[k])}" for k in changed]
+                                      + [f"remove {k} (owned, no longer desired)" for k in stale]))
+    report.facts["capacity"] = {k: format_decimal_si(v) for k, v in sorted(desired.capacity.items())}
+    report.facts["fitLabels"] = dict(sorted(desired.labels.items()))
+
+
+def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
+    rules = x.rules
+    facts = x.facts[plan_item.node]
+    node = x.snapshot.nodes[plan_item.node]
+    report = Report("NodeFeature", plan_item.name, template=x.template("NodeFeature"))
+    report.facts.update(namespace=plan_item.namespace, node=plan_item.node)
+    obj = x.render("NodeFeature", plan_item)
+    managed, managed_origins = managed_text(x, facts)
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [x.rule("Naming", "nodeFeature", value=rules.naming.nodeFeature)
+                               + f" with node={show(plan_item.node)}"],
+        ("metadata", "labels", "nfd.node.kubernetes.io/node-name"): [x.node_ref(plan_item.node, "metadata.name")],
+    }
+    labels_path = ("spec", "labels")
+    prov[labels_path + (rules.managed_key,)] = [managed, *managed_origins]
+    prov[labels_path + (GENERAL_PREFIX + facts.gmanu,)] = [f"gManu {facts.gmanu}: the gKey up to its first '-'"]
+    prov[labels_path + (GENERAL_PREFIX + facts.gkey,)] = [f"gKey {facts.gkey} (derivation below)",
+                                                          x.rule("Normalisation", "gKey")]
+    cpu = (node.status.capacity or {}).get("cpu")
+    prov[labels_path + (f"{GENERAL_PREFIX}{facts.gkey}.count",)] = [
+        x.node_ref(plan_item.node, f"status.capacity.cpu={show_quantity(cpu)} rounded up")]
+    grouping = rules.models.get("Grouping")
+    if grouping is not None:
+        prov[labels_path + (rules.cpu_only_key,)] = [
+            x.rule("Grouping", "cpuOnlyLabel", "when") + f" {grouping.cpuOnlyLabel.when and _describe(grouping.cpuOnlyLabel.when)}",
+            x.setting("instance-type-mixed-on-node")]
+    x.attach_fields(report, obj, prov)
+    if grouping is not None and rules.cpu_only_key not in facts.feature_labels:
+        report.section("Not written").add(
+            f"{rules.cpu_only_key}: cpuOnlyLabel.when does not hold ("
+            + "; ".join(reasons(grouping.cpuOnlyLabel.when, facts.facts, x.settings)) + ")",
+            x.rule("Grouping", "cpuOnlyLabel", "when"))
+    gkey_section(x, report, facts)
+    x.settings_report(report, ("node-management-manual", "instance-type-mixed-on-node"))
+    return report
+
+
+def _describe(cond: Any) -> str:
+    from gpustack_render.explain.base import describe
+    return describe(cond)

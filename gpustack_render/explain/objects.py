@@ -1,0 +1,516 @@
+"""``explain`` for the rendered Kueue chain: ResourceFlavor, ClusterQueue, InstanceType, LocalQueue,
+Topology, AdmissionCheck."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpustack_render.evaluate.chain import flavor_order, flavor_selector
+from gpustack_render.evaluate.flavors import CPU_ANNOTATION
+from gpustack_render.evaluate.nodes import ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL, PROFILE_LABEL
+from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
+from gpustack_render.explain.base import Explainer, Report, describe, holds, reasons, show
+from gpustack_render.quantity import format_decimal_si
+
+NOTE_PREFIX = "note.gpustack.ai/"
+
+
+def _fmt_origin(x: Explainer, kind: str, path: tuple[str | int, ...], source: str, values: dict[str, Any]) -> str:
+    used = re.findall(r"\{([^{}|]+)", source)
+    shown = ", ".join(f"{name.strip()}={show(values.get(name.strip(), ''))}" for name in dict.fromkeys(used))
+    return x.rule(kind, *path, value=source) + (f" with {shown}" if shown else "")
+
+
+# --- ResourceFlavor ------------------------------------------------------------------------------
+
+def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
+    rules = x.rules
+    kind_name = "accelerated" if flavor.accelerated else "cpu"
+    report = Report("ResourceFlavor", flavor.name, template=x.template("ResourceFlavor"))
+    values = {"gKey": flavor.gkey, "gManu": flavor.gmanu, "aKey": flavor.akey, "manufacturer": flavor.manufacturer,
+              "os": flavor.os, "arch": flavor.arch, "count": flavor.count, "profile": flavor.profile}
+    name_source = getattr(rules.naming.resourceFlavor, kind_name)
+    own = (x.akey_prefix + flavor.akey) if flavor.accelerated else GENERAL_PREFIX + flavor.gkey
+    first = flavor.nodes[0] if flavor.nodes else ""
+    count_from = (f"label {x.akey_prefix}{flavor.akey}.count" if flavor.accelerated
+                  else "status.capacity.cpu rounded up")
+    contributors = [x.node_ref(n) for n in flavor.nodes]
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("resourceFlavor", kind_name), name_source, values)],
+        ("metadata", "labels", own): [f"own key of the {kind_name} flavor"],
+        ("metadata", "labels", f"{own}.count"): [f"per-Node count: {count_from} of the contributing Nodes"],
+        ("metadata", "labels", f"{own}.capacity"): [f"capacity = {len(flavor.nodes)} contributing Node(s) x "
+                                                    f"{flavor.count} = {flavor.capacity}", *contributors],
+        ("metadata", "labels", ACCELERATABLE_LABEL): ["accelerated flavor" if flavor.accelerated else "CPU flavor"],
+        ("metadata", "labels", OS_LABEL): [f"grouping key os: Node label {OS_LABEL}"],
+        ("metadata", "labels", ARCH_LABEL): [f"grouping key arch: Node label {ARCH_LABEL}"],
+        ("metadata", "labels", PROFILE_LABEL): [f"grouping key profile: the Nodes' converged {PROFILE_LABEL}"],
+        ("metadata", "labels", "resource.gpustack.ai/type"): ["fixed: marks a flavor built from Nodes "
+                                                              "(what ClusterQueues select on)"],
+        ("spec", "topologyName"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology, values)],
+        ("spec", "nodeLabels"): [f"pins the grouping key on the Nodes; rule {x.rule('Grouping', 'flavor', kind_name, 'key')}"],
+        ("spec", "nodeLabels", rules.managed_key): [x.rule("Grouping", "managedLabel", "key")
+                                                    + ": only managed Nodes"],
+    }
+    if flavor.accelerated:
+        prov[("metadata", "labels", GENERAL_PREFIX + flavor.gkey)] = ["the paired CPU key (gKey) of the contributing "
+                                                                      "Nodes"]
+    grouping = rules.models.get("Grouping")
+    if not flavor.accelerated and grouping is not None and grouping.flavor.cpu.pinCpuOnly is not None:
+        prov[("spec", "nodeLabels", rules.cpu_only_key)] = [
+            x.rule("Grouping", "flavor", "cpu", "pinCpuOnly") + f" {describe(grouping.flavor.cpu.pinCpuOnly)}",
+            x.setting("instance-type-mixed-on-node")]
+    node = x.snapshot.nodes.get(first)
+    annotations = (node.metadata.annotations or {}) if node else {}
+    for note, value in flavor.notes.items():
+        path = ("metadata", "annotations", NOTE_PREFIX + note)
+        if note == "cpuDetail":
+            why = [x.node_ref(first, f"annotations {CPU_ANNOTATION}cpu-*")]
+            if flavor.accelerated:
+                why.append(x.setting("instance-type-aware-cpu-manufacturer"))
+            prov[path] = why
+        elif note == "product" and not flavor.accelerated:
+            prov[path] = [x.node_ref(first, f"annotation {CPU_ANNOTATION}cpu-name={show(annotations.get(CPU_ANNOTATION + 'cpu-name', ''))}")]
+        elif note == "family" and not flavor.accelerated:
+            prov[path] = [x.node_ref(first, f"annotation {CPU_ANNOTATION}cpu-family")]
+        elif note in ("product", "family", "memory", "cores"):
+            prov[path] = [x.node_ref(first, f"label {x.akey_prefix}{flavor.akey}.{note}")]
+        elif note == "manufacturer":
+            prov[path] = ["the aKey up to its first '-'" if flavor.accelerated else "gManu: the gKey up to its first '-'"]
+        else:
+            prov[path] = [{"acceleratable": "the flavor kind (accelerated or CPU)", "generalGroup": "the gKey",
+                           "acceleratorGroup": "the aKey", "topologyProfile": "the profile"}.get(
+                note, f"{note}: from the grouping key")]
+    x.attach_fields(report, x.render("ResourceFlavor", flavor), prov)
+
+    group = report.section(f"Grouping ({kind_name} flavor)")
+    key_fields = (rules.flavor_accelerated if flavor.accelerated else rules.flavor_cpu).key
+    group.add("grouping key: " + ", ".join(f"{k}={show(values.get(k))}" for k in key_fields),
+              x.rule("Grouping", "flavor", kind_name, "key"))
+    cond = getattr(grouping.flavor, kind_name).contributes if grouping else None
+    group.add(f"a Node contributes when {describe(cond)}", x.rule("Grouping", "flavor", kind_name, "contributes"))
+    nodes = report.section(f"Contributing Nodes: capacity {flavor.capacity} = {len(flavor.nodes)} Node(s) x count "
+                           f"{flavor.count}")
+    for name in flavor.nodes:
+        nodes.add(name, x.node_ref(name))
+    if first:
+        nodes.add(f"notes come from {first} (the contributing Node with the smallest name)")
+    matching = sorted(f.name for f in x.facts.values()
+                      if f.managed and flavor.node_labels.items() <= f.converged.items())
+    if matching != sorted(flavor.nodes):
+        extra = sorted(set(matching) - set(flavor.nodes))
+        nodes.add(f"NOTE: spec.nodeLabels also select managed Node(s) that do not contribute: {', '.join(extra)} "
+                  f"(a queue with this flavor is refused: OverlappingSelectors / NonConservedQuota)")
+    queues = report.section("ClusterQueues")
+    found = False
+    for queue in x.plan.cluster_queues:
+        entry = next((f for f in queue.flavors if f.name == flavor.name), None)
+        if entry is not None:
+            queues.add(f"ClusterQueue/{queue.name}: nominalQuota {entry.resource}={entry.nominal_quota}")
+            found = True
+        elif flavor_selector(queue.labels, x.akey_prefix).items() <= flavor.labels.items():
+            queues.add(f"ClusterQueue/{queue.name} selects it but renders no plan with it: "
+                       + (getattr(queue, "refusal", "") or _stop_reason(queue)))
+            found = True
+    if not found:
+        queues.add("no ClusterQueue selects it")
+    report.facts.update(kind=kind_name, nodes=list(flavor.nodes), count=flavor.count, capacity=flavor.capacity,
+                        groupingKey={k: values.get(k) for k in key_fields})
+    x.settings_report(report, ("instance-type-mixed-on-node", "instance-type-aware-cpu-manufacturer"))
+    return report
+
+
+# --- ClusterQueue --------------------------------------------------------------------------------
+
+def _instance_type_source(x: Explainer, name: str) -> tuple[str, dict[str, Any]]:
+    derived = next((it for it in x.plan.instance_types if it.name == name), None)
+    if derived is not None:
+        return "derived", {"generalGroup": derived.general_group, "acceleratorGroup": derived.accelerator_group,
+                           "acceleratable": derived.acceleratable, "os": derived.os, "arch": derived.arch,
+                           "inactive": False}
+    for deleting, types in ((False, x.snapshot.instance_types), (True, x.snapshot.deleted_instance_types)):
+        if name in types:
+            spec = types[name].spec
+            return "deleting" if deleting else "snapshot", {
+                "generalGroup": spec.generalGroup or "generic", "acceleratorGroup": spec.acceleratorGroup,
+                "acceleratable": spec.acceleratable, "os": spec.os, "arch": spec.arch, "inactive": spec.inactive}
+    return "unknown", {}
+
+
+def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
+    rules = x.rules
+    report = Report("ClusterQueue", queue.name, template=x.template("ClusterQueue"))
+    origin, spec = _instance_type_source(x, queue.name)
+    if origin == "derived":
+        it_ref = f"InstanceType/{queue.name} (derived)"
+    elif origin in ("snapshot", "deleting"):
+        it_ref = x.snap_ref("InstanceType", queue.name) + (" (being deleted)" if origin == "deleting" else "")
+    else:
+        it_ref = f"InstanceType/{queue.name}"
+    aware = x.settings.get("instance-type-aware-cpu-manufacturer", False)
+    acceleratable = queue.labels.get(ACCELERATABLE_LABEL) == "true"
+    selector = flavor_selector(queue.labels, x.akey_prefix)
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [f"one ClusterQueue per InstanceType, with its name: {it_ref}"],
+        ("metadata", "labels"): [f"from {it_ref}"],
+        ("metadata", "labels", ACCELERATABLE_LABEL): [f"spec.acceleratable={show(spec.get('acceleratable'))} of {it_ref}"],
+        ("metadata", "labels", OS_LABEL): [f"spec.os of {it_ref}"],
+        ("metadata", "labels", ARCH_LABEL): [f"spec.arch of {it_ref}"],
+        ("metadata", "labels", "resource.gpustack.ai/type"): ["fixed: marks a queue built from an InstanceType"],
+        ("metadata", "annotations", "topology.gpustack.ai/tas-queue"): ["resourceGroups is not empty"],
+        ("spec", "stopPolicy"): [_stop_reason(queue)],
+        ("spec", "resourceGroups"): ["the snapshot's resource groups, kept verbatim (last good plan): "
+                                     + (getattr(queue, "refusal", "") or _stop_reason(queue)),
+                                     x.snap_ref("ClusterQueue", queue.name, "spec.resourceGroups")]
+        if queue.kept_resource_groups and not queue.flavors
+        else ["the validated plan (Flavor selection and Quota below)"],
+    }
+    quota_kind = "accelerated" if acceleratable else "cpu"
+    if queue.flavors:
+        group = ("spec", "resourceGroups", 0)
+        prov[group + ("coveredResources",)] = [x.rule("Queues", "quota", quota_kind, "resource",
+                                                      value=(rules.quota_accelerated if acceleratable
+                                                             else rules.quota_cpu).resource.source)]
+        by_name = {f.name: f for f in x.plan.flavors}
+        for i, entry in enumerate(queue.flavors):
+            flavor = by_name.get(entry.name)
+            where = group + ("flavors", i)
+            prov[where + ("name",)] = [f"selected flavor {i + 1} (per-Node count {flavor.count if flavor else '?'} "
+                                       f"ascending, then name)"]
+            prov[where + ("resources", 0, "name")] = prov[group + ("coveredResources",)]
+            prov[where + ("resources", 0, "nominalQuota")] = [
+                x.rule("Queues", "quota", quota_kind, "nominalQuota",
+                       value=(rules.quota_accelerated if acceleratable else rules.quota_cpu).nominal_quota.source)
+                + (f" with capacity {flavor.capacity} = {len(flavor.nodes)} Node(s) x {flavor.count}" if flavor else "")]
+    if spec.get("acceleratorGroup"):
+        prov[("metadata", "labels", x.akey_prefix + spec["acceleratorGroup"])] = [
+            f"spec.acceleratorGroup={show(spec['acceleratorGroup'])} of {it_ref}"]
+    if spec.get("generalGroup"):
+        prov[("metadata", "labels", GENERAL_PREFIX + spec["generalGroup"])] = [
+            f"spec.generalGroup={show(spec['generalGroup'])} of {it_ref}",
+            x.setting("instance-type-aware-cpu-manufacturer")]
+    markers = getattr(rules, "lifecycle_markers", None)
+    if markers is not None:
+        for marker in (markers.emptyPlanHold, markers.savedStopPolicy):
+            prov[("metadata", "annotations", marker)] = [_clean(queue.decision), x.rule("Lifecycle", "markers")]
+    checks_model = rules.models.get("Queues")
+    for i, check in enumerate(queue.admission_checks):
+        index = next((j for j, c in enumerate(rules.admission_checks) if c.name == check), None)
+        prov[("spec", "admissionChecksStrategy", "admissionChecks", i)] = [
+            x.rule("Queues", "admissionChecks", index, "name", value=check) if index is not None else "rules"]
+    obj = x.render("ClusterQueue", queue)
+    x.attach_fields(report, obj, prov)
+
+    it = report.section(f"InstanceType ({origin})")
+    it.add(it_ref + (f"; see explain InstanceType/{queue.name}" if origin == "derived" else ""))
+    for key in ("generalGroup", "acceleratorGroup", "acceleratable", "os", "arch", "inactive"):
+        if key in spec:
+            it.add(f"{key}: {show(spec[key])}")
+    if not aware and spec.get("generalGroup") not in (None, "", "generic"):
+        it.add("no general.* label: instance-type-aware-cpu-manufacturer is false, so generalGroup is not selected on",
+               x.setting("instance-type-aware-cpu-manufacturer"))
+
+    sel = report.section("Flavor selection")
+    sel.add("selector (a flavor's metadata.labels must contain all): "
+            + ", ".join(f"{k}={show(v)}" for k, v in selector.items()))
+    selected = sorted((f for f in x.plan.flavors if selector.items() <= f.labels.items() and f.capacity > 0),
+                      key=flavor_order)
+    for flavor in selected:
+        sel.add(f"selected {flavor.name}: count {flavor.count}, capacity {flavor.capacity} "
+                f"({len(flavor.nodes)} Node(s): {', '.join(flavor.nodes)})")
+    same_kind = [f for f in x.plan.flavors if f.labels.get(ACCELERATABLE_LABEL) == queue.labels.get(ACCELERATABLE_LABEL)
+                 and f not in selected]
+    for flavor in same_kind[:10]:
+        miss = next((f"{k}={show(flavor.labels.get(k))} (wants {show(v)})" for k, v in selector.items()
+                     if flavor.labels.get(k) != v), "capacity 0")
+        sel.add(f"not selected {flavor.name}: {miss}")
+    if len(same_kind) > 10:
+        sel.add(f"... and {len(same_kind) - 10} more flavors of the same kind not selected")
+    if not selected:
+        sel.add("no flavor selected")
+    sel.add("order: per-Node count ascending, then name (small Nodes fill first)")
+    if getattr(queue, "refusal", ""):
+        sel.add(f"plan refused: {queue.refusal}")
+
+    quota = report.section("Quota")
+    rule = rules.quota_accelerated if acceleratable else rules.quota_cpu
+    kind_name = "accelerated" if acceleratable else "cpu"
+    if queue.flavors:
+        manufacturer = selected[0].notes.get("manufacturer", selected[0].manufacturer) if selected else ""
+        quota.add(f"covered resource {queue.covered_resource}", _fmt_origin(
+            x, "Queues", ("quota", kind_name, "resource"), rule.resource.source, {"manufacturer": manufacturer}))
+        by_name = {f.name: f for f in x.plan.flavors}
+        for entry in queue.flavors:
+            flavor = by_name.get(entry.name)
+            if flavor is None:
+                quota.add(f"{entry.name}: {entry.nominal_quota}")
+                continue
+            variables = {"capacity": flavor.capacity, "count": flavor.count, "nodes": len(flavor.nodes),
+                         "M": rules.units_per_accelerator}
+            value = rule.nominal_quota(**variables)
+            used = ", ".join(f"{k}={v}" for k, v in variables.items() if re.search(rf"\b{k}\b", rule.nominal_quota.source))
+            quota.add(f"{entry.name}: nominalQuota = {rule.nominal_quota.source} with {used} = {value} -> "
+                      f"{show(entry.nominal_quota)}", x.rule("Queues", "quota", kind_name, "nominalQuota"))
+            if format_decimal_si(value) != entry.nominal_quota:
+                quota.add(f"NOTE: recomputed {format_decimal_si(value)} differs from the plan's {entry.nominal_quota}")
+    elif queue.kept_resource_groups:
+        quota.add("no new plan: the snapshot's resource groups are kept verbatim")
+    else:
+        quota.add("no resource groups")
+
+    stop = report.section(f"stopPolicy {queue.stop_policy}")
+    for part in _clean(queue.decision).split("; ")[1:]:
+        stop.add(part)
+
+    checks = report.section("Admission checks")
+    facts = {"acceleratable": acceleratable}
+    for i, check in enumerate(rules.admission_checks):
+        cond = checks_model.admissionChecks[i].when if checks_model else None
+        origin_text = x.rule("Queues", "admissionChecks", i)
+        snap_check = x.snapshot.admission_checks.get(check.name)
+        inactive = snap_check is not None and any(c.type == "Active" and c.status == "False"
+                                                  for c in snap_check.status.conditions)
+        if check.name in queue.admission_checks:
+            checks.add(f"{check.name}: applies (when {describe(cond)})", origin_text)
+        elif cond is not None and not holds(cond, facts, x.settings):
+            checks.add(f"{check.name}: skipped, when {describe(cond)} does not hold: "
+                       + "; ".join(reasons(cond, facts, x.settings)), origin_text)
+        elif inactive:
+            checks.add(f"{check.name}: skipped, the snapshot's AdmissionCheck has Active=False",
+                       origin_text, x.snap_ref("AdmissionCheck", check.name, "status.conditions"))
+        else:
+            checks.add(f"{check.name}: not applied", origin_text)
+
+    local = [lq for lq in x.plan.local_queues if lq.cluster_queue == queue.name]
+    lqs = report.section(f"LocalQueues ({len(local)})")
+    for lq in local[:20]:
+        lqs.add(f"LocalQueue/{lq.namespace}/{lq.name}")
+    if len(local) > 20:
+        lqs.add(f"... and {len(local) - 20} more")
+    report.facts.update(instanceType=origin, selector=selector, selected=[f.name for f in selected],
+                        quota=[{"flavor": f.name, "resource": f.resource, "nominalQuota": f.nominal_quota}
+                               for f in queue.flavors],
+                        stopPolicy=queue.stop_policy, decision=_clean(queue.decision),
+                        refusal=getattr(queue, "refusal", "") or None,
+                        admissionChecks=list(queue.admission_checks))
+    x.settings_report(report, ("instance-type-aware-cpu-manufacturer", "instance-type-derived-from-node",
+                               "instance-type-drain-when-no-flavors"))
+    return report
+
+
+def _stop_reason(queue: ClusterQueuePlan) -> str:
+    """The stop-policy part of the queue's decision (its last part; the first is the selection)."""
+    parts = _clean(queue.decision).split("; ")
+    return parts[-1] if len(parts) > 1 else (parts[0] or f"stopPolicy {queue.stop_policy}")
+
+
+def _clean(text: str) -> str:
+    """Absolute paths below the working directory shown relative, as everywhere else."""
+    import os
+    cwd = os.getcwd().rstrip(os.sep) + os.sep
+    return text.replace(cwd, "")
+
+
+# --- InstanceType --------------------------------------------------------------------------------
+
+def preset_trace(x: Explainer, manufacturer: str, product: str) -> tuple[str | None, list[str], list[str]]:
+    """(tier or None for the fallback, explanation lines, origins) — stage4-chain.md §4.3 matching.
+
+    Mirrors PresetMatcher.tier over the rule rows so the matching row can be named; cross-checked
+    against the matcher by the caller."""
+    presets = x.rules.presets
+    rows = presets.manufacturers.get(manufacturer)
+    if not rows:
+        return None, [f"no preset table for manufacturer {show(manufacturer)}: fallback"], [
+            x.rule("UnitResourcePresets", "manufacturers")]
+    if not product:
+        return None, ["the product is empty: fallback"], []
+    split = re.compile("[" + re.escape(presets.tokenSeparators) + "]")
+    normalised = x.names.normalize(product, manufacturer, 0, False)
+    tokens = [t for t in split.split(normalised) if t]
+    lines = [f"product {show(product)} normalised to {show(normalised)}, tokens {tokens}"]
+    dropped = []
+    while tokens and tokens[0] in presets.ignoreLeadingTokens:
+        dropped.append(tokens.pop(0))
+    if dropped:
+        lines.append(f"leading tokens {dropped} ignored -> {tokens}")
+    for i, row in enumerate(rows):
+        for j, prefix in enumerate(row.prefixes):
+            wanted = tuple(t for t in split.split(prefix.lower()) if t)
+            if tuple(tokens[:len(wanted)]) != wanted:
+                continue
+            origins = [x.rule("UnitResourcePresets", "manufacturers", manufacturer, i, "prefixes", j, value=prefix)]
+            for by_token, tier in row.by.items():
+                if by_token.lower() in tokens:
+                    lines.append(f"prefix {show(prefix)} (manufacturers.{manufacturer}.{i}) matches; token "
+                                 f"{show(by_token)} overrides its tier {row.tier} -> {tier}")
+                    return tier, lines, origins + [x.rule("UnitResourcePresets", "manufacturers", manufacturer, i, "by",
+                                                          by_token)]
+            lines.append(f"prefix {show(prefix)} (manufacturers.{manufacturer}.{i}) matches: tier {row.tier}")
+            return row.tier, lines, origins
+    lines.append("no entry matches: fallback")
+    return None, lines, [x.rule("UnitResourcePresets", "manufacturers", manufacturer)]
+
+
+def explain_instance_type(x: Explainer, name: str) -> Report:
+    from gpustack_render.evaluate.chain import build_pools
+    from gpustack_render.evaluate.presets import PresetMatcher
+    rules = x.rules
+    derived = next((it for it in x.plan.instance_types if it.name == name), None)
+    aware = bool(x.settings.get("instance-type-aware-cpu-manufacturer"))
+    if derived is None:
+        report = Report("InstanceType", name, rendered=False, source_file=x.file_of("InstanceType", name))
+        section = report.section("Not rendered")
+        deleting = name in x.snapshot.deleted_instance_types
+        section.add(f"InstanceType/{name} is in the snapshot" + (" and being deleted" if deleting else "")
+                    + ": InstanceTypes are create-only, an existing one is never rendered or changed; its "
+                      "ClusterQueue still follows its spec", x.snap_ref("InstanceType", name))
+        it = (x.snapshot.deleted_instance_types if deleting else x.snapshot.instance_types)[name]
+        raw = next((obj for (group, kind, _, n), obj in x.snapshot.raw.items()
+                    if kind == "InstanceType" and n == name), None)
+        spec = (raw or {}).get("spec") if isinstance((raw or {}).get("spec"), dict) else \
+            it.spec.model_dump(exclude_none=True)
+        for key, value in spec.items():
+            section.add(f"spec.{key}: {show(value)}")
+        if not x.settings.get("instance-type-derived-from-node", True):
+            section.add("instance-type-derived-from-node is false: no InstanceType is derived",
+                        x.setting("instance-type-derived-from-node"))
+        x.settings_report(report, ("instance-type-derived-from-node",))
+        return report
+    report = Report("InstanceType", name, template=x.template("InstanceType"))
+    pools = {p.name: p for p in build_pools(x.plan.flavors, rules, aware)}
+    pool = pools.get(name)
+    first = pool.flavors[0] if pool and pool.flavors else None
+    accel = derived.acceleratable
+    kind_name = "accelerated" if accel else "cpu"
+    split = "whenAware" if aware else "whenUnaware"
+    values = {"gKey": first.gkey if first else "", "gManu": first.gmanu if first else "",
+              "aKey": first.akey if first else "", "manufacturer": first.manufacturer if first else "",
+              "os": derived.os, "arch": derived.arch}
+    product = first.notes.get("product", "") if first else ""
+    matcher = PresetMatcher(rules, x.names)
+    tier, lines, preset_origins = preset_trace(x, first.manufacturer if first else "", product) if accel else (None, [], [])
+    if accel and first is not None and matcher.tier(first.manufacturer, product) != tier:
+        lines.append(f"NOTE: the renderer's matcher gives {matcher.tier(first.manufacturer, product)!r}; please report it")
+    if not accel:
+        display_why = [x.rule("Naming", "unawareCpuDisplayName", value=rules.naming.unawareCpuDisplayName)] if not aware \
+            else [f"the first flavor's product note {show(product)}" if product else "the pool's generalGroup (no product)"]
+    else:
+        display_why = [f"the first flavor's product note {show(product)}" if product
+                       else "the pool's acceleratorGroup (the first flavor has no product)"]
+    display_why.append(x.rule("Naming", "displayNameMaxLength") + f": cut to {rules.naming.displayNameMaxLength}")
+    unit_why = ([x.rule("UnitResourcePresets", "cpuPool")] if not accel else
+                [f"tier {tier}: " + x.rule("UnitResourcePresets", "tiers", tier)] + preset_origins if tier else
+                [x.rule("UnitResourcePresets", "fallback")] + preset_origins)
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("pool", split, kind_name),
+                                           getattr(getattr(rules.naming.pool, split), kind_name), values),
+                               x.setting("instance-type-aware-cpu-manufacturer")],
+        ("metadata", "labels"): ["marks an InstanceType derived from Nodes (create-only)"],
+        ("spec", "displayName"): display_why,
+        ("spec", "generalGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "generalGroup"),
+                                               getattr(rules.models["Grouping"].pool, split).generalGroup, values)
+                                   if "Grouping" in rules.models else "rules"],
+        ("spec", "acceleratorGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "acceleratorGroup"),
+                                                   getattr(rules.models["Grouping"].pool, split).acceleratorGroup, values)
+                                       if "Grouping" in rules.models else "rules"],
+        ("spec", "acceleratable"): ["the pool is accelerated" if accel else "the pool is a CPU pool"],
+        ("spec", "os"): ["the pool's os (its flavors' Node label kubernetes.io/os)"],
+        ("spec", "arch"): ["the pool's arch (its flavors' Node label kubernetes.io/arch)"],
+        ("spec", "unitResources"): unit_why,
+        ("spec", "localStorage"): [x.rule("UnitResourcePresets", "localStorage", value=rules.presets.localStorage)],
+    }
+    x.attach_fields(report, x.render("InstanceType", derived), prov)
+    section = report.section("Pool")
+    section.add(f"derived because instance-type-derived-from-node is true and the snapshot has no InstanceType/{name}",
+                x.setting("instance-type-derived-from-node"))
+    if pool is not None:
+        for flavor in pool.flavors:
+            section.add(f"flavor {flavor.name} (count {flavor.count}, capacity {flavor.capacity})")
+        if first is not None:
+            section.add(f"first flavor (count ascending, then name): {first.name}; it supplies product and manufacturer")
+    if accel:
+        preset = report.section("Unit-resource preset")
+        for line in lines:
+            preset.add(line)
+        chosen = rules.presets.tiers[tier] if tier else rules.presets.fallback
+        preset.add(f"unitResources cpu={show(chosen.cpu)}, ram={show(chosen.ram)}"
+                   + (f" (tier {tier})" if tier else " (fallback)"))
+    report.facts.update(pool=[f.name for f in pool.flavors] if pool else [], tier=tier,
+                        displayName=derived.display_name)
+    x.settings_report(report, ("instance-type-derived-from-node", "instance-type-aware-cpu-manufacturer"))
+    return report
+
+
+# --- LocalQueue, Topology, AdmissionCheck --------------------------------------------------------
+
+def explain_local_queue(x: Explainer, item: Any) -> Report:
+    rules = x.rules
+    report = Report("LocalQueue", item.name, namespace=item.namespace, template=x.template("LocalQueue"))
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("localQueue",), rules.naming.localQueue,
+                                           {"clusterQueue": item.cluster_queue})],
+        ("metadata", "namespace"): [x.snap_ref("Namespace", item.namespace, "live and not reserved"),
+                                    x.rule("Namespaces", "reserved", value=sorted(rules.reserved_namespaces))],
+        ("metadata", "annotations"): [f"the ClusterQueue it feeds: ClusterQueue/{item.cluster_queue}"],
+        ("spec", "clusterQueue"): [f"ClusterQueue/{item.cluster_queue} (one LocalQueue per rendered ClusterQueue and "
+                                   f"live, non-reserved Namespace)"],
+    }
+    x.attach_fields(report, x.render("LocalQueue", item), prov)
+    section = report.section("Why")
+    section.add(f"ClusterQueue/{item.cluster_queue} is rendered; Namespace {item.namespace} is live and not reserved",
+                x.rule("Namespaces", "reserved"))
+    reserved = sorted(ns for ns in rules.reserved_namespaces)
+    section.add(f"reserved namespaces (never get LocalQueues): {', '.join(reserved)}")
+    report.facts.update(clusterQueue=item.cluster_queue)
+    return report
+
+
+def explain_topology(x: Explainer, item: Any) -> Report:
+    from gpustack_render.evaluate.nodes import profile_of_levels
+    rules = x.rules
+    report = Report("Topology", item.name, template=x.template("Topology"))
+    profile = next((f.profile for f in x.facts.values()
+                    if rules.topology_name.render({"profile": f.profile}) == item.name), "")
+    configured = profile_of_levels(list(rules.topology_levels)) == profile
+    levels_from = ([x.rule("Topology", "levels", value=list(rules.topology_levels)) + " (hash to the profile)"]
+                   if configured else [x.snap_ref("Topology", item.name, "spec.levels (hash to the profile; the "
+                                                                         "configured levels do not)")])
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology, {"profile": profile})],
+        ("spec", "levels"): levels_from,
+    }
+    x.attach_fields(report, x.render("Topology", item), prov)
+    section = report.section(f"Nodes with profile {profile}")
+    for facts in sorted(x.facts.values(), key=lambda f: f.name):
+        if facts.profile != profile:
+            continue
+        own = (x.snapshot.nodes[facts.name].metadata.labels or {}).get(PROFILE_LABEL)
+        section.add(f"{facts.name}: " + ("its own label" if own else "computed from the topology levels"),
+                    x.node_ref(facts.name))
+    report.facts.update(profile=profile, levels=list(item.levels))
+    return report
+
+
+def explain_admission_check(x: Explainer, item: Any) -> Report:
+    rules = x.rules
+    report = Report("AdmissionCheck", item.name, template=x.template("AdmissionCheck"))
+    index = next(i for i, c in enumerate(rules.admission_checks) if c.name == item.name)
+    prov: dict[Any, list[str]] = {
+        ("metadata", "name"): [x.rule("Queues", "admissionChecks", index, "name", value=item.name)],
+        ("spec", "controllerName"): [x.rule("Queues", "admissionChecks", index, "controllerName",
+                                            value=item.controller_name)],
+    }
+    x.attach_fields(report, x.render("AdmissionCheck", item), prov)
+    model = rules.models.get("Queues")
+    cond = model.admissionChecks[index].when if model else None
+    section = report.section("ClusterQueues")
+    section.add(f"applies to a queue when {describe(cond)} and the snapshot does not show it Active=False",
+                x.rule("Queues", "admissionChecks", index))
+    users = [q.name for q in x.plan.cluster_queues if item.name in q.admission_checks]
+    for name in users:
+        section.add(f"ClusterQueue/{name}")
+    if not users:
+        section.add("no rendered ClusterQueue carries it")
+    return report

@@ -1,0 +1,104 @@
+"""Reading manifests back (``diff --against``, ``validate --manifests``) and naming objects and fields.
+
+A previous render comes in any of the shapes ``render`` writes: a YAML stream, a JSON ``List``, or
+an ``-o`` directory whose ``kustomization.yaml`` lists the files. Reading it must fail like every
+other input (exit 2, one line per problem), never with a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from gpustack_render.errors import Problem, UserError
+from gpustack_render.yamlio import parse_documents, read_text
+
+Key = tuple[str, str, str, str]  # (API group, kind, namespace, name)
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def identity(obj: dict[str, Any]) -> Key:
+    """The match key of an object: apiVersion group (not version), kind, namespace, name."""
+    meta = obj.get("metadata") or {}
+    api = str(obj.get("apiVersion") or "")
+    return api.rpartition("/")[0], str(obj.get("kind") or ""), str(meta.get("namespace") or ""), \
+        str(meta.get("name") or "")
+
+
+def label(key: Key) -> str:
+    """``Kind/name`` or ``Kind/namespace/name``, as every message of the tool names objects."""
+    _, kind, namespace, name = key
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def field_path(parts: Iterable[Any]) -> str:
+    """``spec.resourceGroups[0].flavors`` / ``metadata.labels["kubernetes.io/arch"]``: dotted where
+    the key is a plain word, bracketed and quoted where it holds dots or slashes."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.match(str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += '["' + str(part).replace("\\", "\\\\").replace('"', '\\"') + '"]'
+    return out
+
+
+def _flatten(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        problems.append(Problem("a document must be a mapping (a Kubernetes object)", file=file))
+        return
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            yield from _flatten(item, file, problems)
+        return
+    yield doc
+
+
+def _files(path: Path) -> list[Path]:
+    """The files of a manifests path: the file itself; a render directory's kustomization
+    ``resources`` in order; or every manifest file of any other directory, recursively."""
+    if not path.exists():
+        raise UserError.single("no such file or directory", file=str(path))
+    if not path.is_dir():
+        return [path]
+    kustomization = path / "kustomization.yaml"
+    if kustomization.is_file():
+        docs = parse_documents(read_text(kustomization, str(kustomization)), str(kustomization))
+        resources = docs[0].get("resources") if docs and isinstance(docs[0], dict) else None
+        if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
+            raise UserError.single("has no 'resources' list of file names", file=str(kustomization))
+        return [path / r for r in resources]
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+
+
+def read_manifests(path: Path) -> list[dict[str, Any]]:
+    """Every object under ``path`` (lists flattened), checked to have apiVersion, kind and name."""
+    problems: list[Problem] = []
+    objects: list[dict[str, Any]] = []
+    for file in _files(path):
+        display = str(file)
+        if not file.is_file():
+            problems.append(Problem("listed in kustomization.yaml but missing", file=display))
+            continue
+        try:
+            docs = parse_documents(read_text(file, display), display)
+        except UserError as err:
+            problems.extend(err.problems)
+            continue
+        for doc in docs:
+            for obj in _flatten(doc, display, problems):
+                api, kind, _, name = identity(obj)
+                if not obj.get("apiVersion") or not kind:
+                    problems.append(Problem("document without apiVersion/kind", file=display))
+                elif not name:
+                    problems.append(Problem("document without metadata.name", file=display, obj=kind))
+                else:
+                    objects.append(obj)
+    if problems:
+        raise UserError(problems)
+    return objects
