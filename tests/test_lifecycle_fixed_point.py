@@ -30,7 +30,7 @@ finalizing; the zone Topology; inactive AdmissionChecks; every setting flipped a
 fixed shapes, and over every fixture case that renders. Everything runs in-process through
 :mod:`gpustack_render.pipeline`; snapshots are JSON files in a temporary directory.
 
-At the end, a strict xfail pins a known bug (kept groups emptied by finalizing flavors).
+At the end, a regression test: kept groups are never emptied by finalizing flavors.
 """
 
 from __future__ import annotations
@@ -440,9 +440,9 @@ def test_fixture_case_is_a_fixed_point(case: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Known bug (reported, not fixed here): dropping finalizing flavors from kept groups can leave a
-# group without flavors. Kueue's CRD requires 1..64 flavors per resource group, and a queue left
-# without any flavor must be held (stage4-chain.md §2.6). Strict xfail: remove once fixed.
+# Regression: dropping finalizing flavors from kept groups must never leave a group without
+# flavors (Kueue's CRD requires 1..64), and a queue left without any flavor must be held
+# (stage4-chain.md §2.6). A drain with workloads keeps its groups verbatim (lifecycle rule).
 # ------------------------------------------------------------------------------------------------
 
 ZONE_NODE = {"name": "node-zone", "cpu": "amd", "cpus": 8, "arch": "amd64", "managed": None,
@@ -473,7 +473,6 @@ EMPTIED = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="kept resource groups emptied by finalizing flavors render `flavors: []`")
 @pytest.mark.parametrize("name", sorted(EMPTIED))
 def test_kept_groups_never_lose_all_flavors(name: str, tmp_path: Path) -> None:
     render = Render(copy.deepcopy(EMPTIED[name]), DEFAULTS, tmp_path, 1)

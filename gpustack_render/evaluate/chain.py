@@ -162,20 +162,17 @@ def flavor_selector(labels: Mapping[str, str], akey_prefix: str) -> dict[str, st
 
 def report_finalizing_flavors(plan: Plan, snapshot: Snapshot, rules: Rules, diag: Diagnostics) -> None:
     """A ResourceFlavor the snapshot holds but no Node feeds any more is not rendered (Kueue finalizes
-    it once no queue references it): drop it from kept groups and say which queues lose it."""
+    it once no queue references it); say which queues lose it. A queue draining while workloads
+    still hold quota keeps its groups verbatim (lifecycle rule), so it does not lose it yet."""
     rendered = {f.name for f in plan.flavors}
     prefix = rules.resource_flavor_prefix
     gone = sorted(name for name in snapshot.resource_flavors if name not in rendered and name.startswith(prefix))
-    if not gone:
-        return
-    for queue in plan.cluster_queues:
-        if queue.kept_resource_groups:
-            for group in queue.kept_resource_groups:
-                if isinstance(group, dict) and isinstance(group.get("flavors"), list):
-                    group["flavors"] = [f for f in group["flavors"]
-                                        if not (isinstance(f, dict) and f.get("name") in gone)]
+    still_referenced = {q.name: {f.get("name") for g in q.kept_resource_groups or [] if isinstance(g, dict)
+                                 for f in g.get("flavors") or [] if isinstance(f, dict)}
+                        for q in plan.cluster_queues}
     for name in gone:
         losers = sorted(q for q, cq in snapshot.cluster_queues.items()
-                        if any(f.name == name for g in cq.spec.resourceGroups for f in g.flavors))
+                        if any(f.name == name for g in cq.spec.resourceGroups for f in g.flavors)
+                        and name not in still_referenced.get(q, set()))
         diag.warn(f"ResourceFlavor/{name}: no managed Node feeds it any more; not rendered (finalizing)"
                   + (f"; dropped from ClusterQueue {', '.join(losers)}" if losers else ""))

@@ -3,7 +3,7 @@ stopPolicy and admission checks. Each decision is recorded on the plan for ``exp
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 from gpustack_render import inputs
 from gpustack_render.errors import Diagnostics
@@ -41,6 +41,9 @@ class QueueBuilder:
                  matcher: NodeMatcher, missing_profiles: set[str], diag: Diagnostics) -> None:
         self.rules, self.settings, self.snapshot, self.diag = rules, settings, snapshot, diag
         self.flavors, self.matcher, self.missing_profiles = flavors, matcher, missing_profiles
+        rendered = {f.name for f in flavors}
+        self.finalizing = {name for name in snapshot.resource_flavors
+                           if name not in rendered and name.startswith(rules.resource_flavor_prefix)}
         self.aware = settings["instance-type-aware-cpu-manufacturer"]
         self.akey_prefix = rules.normalisation.aKey.labelPrefix
         self.M = rules.units_per_accelerator
@@ -71,7 +74,7 @@ class QueueBuilder:
             decisions.append(f"plan refused: {refusal}")
             plan.refusal = refusal
             if existing and existing.raw_resource_groups:
-                plan.kept_resource_groups = existing.raw_resource_groups
+                plan.kept_resource_groups = self._without_finalizing(existing.raw_resource_groups)
         plan.stop_policy, why = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         decisions.append(why)
         if plan.flavors or plan.kept_resource_groups:
@@ -82,6 +85,19 @@ class QueueBuilder:
         plan.annotations = dict(sorted(plan.annotations.items()))
         plan.decision = "; ".join(decisions)
         return plan
+
+    def _without_finalizing(self, groups: Any) -> Any:
+        """A kept (last good) plan loses the flavors no Node feeds any more; a group left without
+        flavors goes (Kueue requires 1 to 64), and no group left means no groups at all."""
+        kept = []
+        for group in groups or []:
+            if not isinstance(group, dict) or not isinstance(group.get("flavors"), list):
+                kept.append(group)
+                continue
+            flavors = [f for f in group["flavors"] if not (isinstance(f, dict) and f.get("name") in self.finalizing)]
+            if flavors:
+                kept.append({**group, "flavors": flavors})
+        return kept or None
 
     def _check_active(self, name: str) -> bool:
         check = self.snapshot.admission_checks.get(name)
