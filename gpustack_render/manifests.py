@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.snapshot import flatten_lists
 from gpustack_render.yamlio import parse_documents, read_text
 
 Key = tuple[str, str, str, str]  # (API group, kind, namespace, name)
@@ -47,18 +48,6 @@ def field_path(parts: Iterable[Any]) -> str:
     return out
 
 
-def _flatten(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict[str, Any]]:
-    if not isinstance(doc, dict):
-        problems.append(Problem("a document must be a mapping (a Kubernetes object)", file=file))
-        return
-    kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
-        for item in doc["items"]:
-            yield from _flatten(item, file, problems)
-        return
-    yield doc
-
-
 def _files(path: Path) -> list[Path]:
     """The files of a manifests path: the file itself; a render directory's kustomization
     ``resources`` in order; or every manifest file of any other directory, recursively."""
@@ -91,7 +80,7 @@ def read_manifests(path: Path) -> list[dict[str, Any]]:
             problems.extend(err.problems)
             continue
         for doc in docs:
-            for obj in _flatten(doc, display, problems):
+            for obj in flatten_lists(doc, display, problems):
                 api, kind, _, name = identity(obj)
                 if not obj.get("apiVersion") or not kind:
                     problems.append(Problem("document without apiVersion/kind", file=display))

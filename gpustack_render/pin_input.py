@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.pin_demand import (Container, Demand, Loc, Report, ResourceClassifier, merge_resources,
                                         podset_demand)
-from gpustack_render.snapshot import SNAPSHOT_SUFFIXES, locate_line
+from gpustack_render.snapshot import expand_paths, locate_line
 from gpustack_render.yamlio import parse_documents, read_text
 
 WORKLOAD_GROUP = "kueue.x-k8s.io"
@@ -43,21 +42,6 @@ class WorkloadInput:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-def _expand(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
-    for raw in paths:
-        if raw == "-":
-            yield "<stdin>", None
-            continue
-        path = Path(raw)
-        if path.is_dir():
-            for child in sorted(p for p in path.rglob("*") if p.suffix in SNAPSHOT_SUFFIXES and p.is_file()):
-                yield str(child), child
-        elif path.exists():
-            yield raw, path
-        else:
-            raise UserError.single("no such file or directory", file=raw)
 
 
 def _flatten(doc: Any, inherit: dict[str, Any] | None = None) -> Iterator[Any]:
@@ -90,7 +74,7 @@ def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list
     """All Workloads of ``paths`` in input order; every problem of every document raised at once."""
     problems: list[Problem] = []
     workloads: list[WorkloadInput] = []
-    for display, path in _expand(paths):
+    for display, path in expand_paths(paths):
         try:
             text = sys.stdin.read() if path is None else read_text(path, display)
             docs = parse_documents(text, display)

@@ -17,8 +17,7 @@ from pydantic import ValidationError
 
 from gpustack_render import schema
 from gpustack_render.errors import Problem, UserError, did_you_mean
-from gpustack_render.expressions import (Arithmetic, CompiledCondition, NameFormat, RuleMeaningError,
-                                         always, compile_condition)
+from gpustack_render.expressions import Arithmetic, CompiledCondition, NameFormat, RuleMeaningError
 from gpustack_render.resources import default_rules_dir
 from gpustack_render.yamlio import load_roundtrip
 

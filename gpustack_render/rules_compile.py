@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from gpustack_render import schema
 from gpustack_render.errors import did_you_mean
-from gpustack_render.expressions import Arithmetic, NameFormat, RuleMeaningError, always, compile_condition
+from gpustack_render.expressions import Arithmetic, NameFormat, always, compile_condition
 from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, LIFECYCLE_FACTS, CapacityFamilyRule,
                                    LifecycleWarningRule, StopPolicyRule, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
                                    QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,

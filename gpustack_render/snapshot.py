@@ -58,7 +58,8 @@ class _Source:
     file: str
 
 
-def _expand(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
+def expand_paths(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
+    """Snapshot-style path arguments: ``-`` is stdin (path ``None``), directories recursively."""
     for raw in paths:
         if raw == "-":
             yield "<stdin>", None
@@ -73,21 +74,22 @@ def _expand(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
             raise UserError.single("no such file or directory", file=raw)
 
 
-def _flatten(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict[str, Any]]:
+def flatten_lists(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict[str, Any]]:
+    """A document → its objects (``kind: *List`` items flattened, recursively)."""
     if not isinstance(doc, dict):
         problems.append(Problem("a document must be a mapping (a Kubernetes object)", file=file))
         return
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
         for item in doc["items"]:
-            yield from _flatten(item, file, problems)
+            yield from flatten_lists(item, file, problems)
         return
     yield doc
 
 
 def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source]:
     sources: list[_Source] = []
-    for display, path in _expand(paths):
+    for display, path in expand_paths(paths):
         try:
             text = sys.stdin.read() if path is None else read_text(path, display)
             docs = parse_documents(text, display)
@@ -95,7 +97,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source
             problems.extend(err.problems)
             continue
         for doc in docs:
-            sources.extend(_Source(obj, display) for obj in _flatten(doc, display, problems))
+            sources.extend(_Source(obj, display) for obj in flatten_lists(doc, display, problems))
     return sources
 
 
