@@ -7,13 +7,15 @@ STAMP := $(VENV)/.installed
 .PHONY: run test bench clean
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "creating $(VENV) and installing gpustack-render with its test tools" >&2
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip >&2
+	@$(BIN)/python -m pip install --quiet -e '.[test]' >&2
+	@touch $(STAMP)
 
+# stdout carries only the rendered YAML stream
 run: $(STAMP)
-	$(BIN)/gpustack-render render fixtures/demo
+	@$(BIN)/gpustack-render render fixtures/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
