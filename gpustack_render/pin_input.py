@@ -7,15 +7,13 @@ without a template, a resource quantity that does not parse, an affinity of the 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.pin_demand import (Container, Demand, Loc, Report, ResourceClassifier, merge_resources,
                                         podset_demand)
-from gpustack_render.snapshot import expand_paths, locate_line
-from gpustack_render.yamlio import parse_documents, read_text
+from gpustack_render.snapshot import locate_line, read_documents
 
 WORKLOAD_GROUP = "kueue.x-k8s.io"
 WORKLOAD_KIND = "Workload"
@@ -74,18 +72,11 @@ def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list
     """All Workloads of ``paths`` in input order; every problem of every document raised at once."""
     problems: list[Problem] = []
     workloads: list[WorkloadInput] = []
-    for display, path in expand_paths(paths):
-        try:
-            text = sys.stdin.read() if path is None else read_text(path, display)
-            docs = parse_documents(text, display)
-        except UserError as err:
-            problems.extend(err.problems)
-            continue
-        for doc in docs:
-            for obj in _flatten(doc):
-                workload = _check(_unshared(obj), display, classifier, problems)
-                if workload is not None:
-                    workloads.append(workload)
+    for display, doc in read_documents(paths, problems):
+        for obj in _flatten(doc):
+            workload = _check(_unshared(obj), display, classifier, problems)
+            if workload is not None:
+                workloads.append(workload)
     if problems:
         raise UserError(problems)
     return workloads

@@ -87,8 +87,8 @@ def flatten_lists(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict
     yield doc
 
 
-def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source]:
-    sources: list[_Source] = []
+def read_documents(paths: Iterable[str], problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+    """(file, document) for every document of ``paths``; unreadable files go to ``problems``."""
     for display, path in expand_paths(paths):
         try:
             text = sys.stdin.read() if path is None else read_text(path, display)
@@ -97,8 +97,12 @@ def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source
             problems.extend(err.problems)
             continue
         for doc in docs:
-            sources.extend(_Source(obj, display) for obj in flatten_lists(doc, display, problems))
-    return sources
+            yield display, doc
+
+
+def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source]:
+    return [_Source(obj, display) for display, doc in read_documents(paths, problems)
+            for obj in flatten_lists(doc, display, problems)]
 
 
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
