@@ -13,6 +13,8 @@ import click
 from gpustack_render.errors import EXIT_USAGE, PROG, Diagnostics, UserError
 
 DEBUG = {"on": False}
+# -q/--quiet: -1 (errors only), default 0, -v/--verbose: 1 (stage timings). Set by the CLI group.
+VERBOSITY = {"level": 0}
 
 
 def run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None] = lambda: None) -> None:
