@@ -8,23 +8,30 @@ from typing import Any
 import click
 
 from gpustack_render import pipeline
-from gpustack_render.commands.common import (DEBUG, chain_inputs, command_body, templates_option,
-                                             write_stdout)
+from gpustack_render.commands.common import (add_global_options, chain_inputs, command_body, prepare,
+                                             reset_switches, templates_option, write_stdout)
 from gpustack_render.emit import format_objects, write_directory
 from gpustack_render.errors import PROG
 from gpustack_render.yamlio import dump_json, dump_yaml
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--debug", is_flag=True, help="Show a traceback for internal errors.")
+class _Group(click.Group):
+    """Resets the process-wide switches (--debug, -q, -v) for every invocation, so in-process
+    callers (tests, the case runner) start each run from the defaults."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        reset_switches()
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="gpustack-render", prog_name=PROG)
-def main(debug: bool) -> None:
+def main() -> None:
     """Render GPUStack's worker NodeFeatures and Kueue chain from a cluster snapshot.
 
     SNAPSHOT is one or more files or directories (read recursively: *.yaml, *.yml, *.json) or -
     for standard input, as `kubectl get -o yaml|json` prints them. Exit codes: 0 success, 1 a
-    negative answer, 2 the job could not be done.
+    negative answer, 2 the job could not be done, 3 an internal error (please report it).
     """
-    DEBUG["on"] = debug
 
 
 @main.command()
@@ -37,7 +44,7 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
            fmt: str, output_dir: Path | None) -> None:
     """Render NodeFeature, Topology, AdmissionCheck, ResourceFlavor, InstanceType, ClusterQueue, LocalQueue."""
     def action(state: dict[str, Any]) -> None:
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
         if output_dir is not None:
             write_directory(objects, output_dir)
@@ -55,7 +62,7 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
             fmt: str) -> None:
     """Print the read-only InstanceTypeFlavor catalog as a List."""
     def action(state: dict[str, Any]) -> None:
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         listing = pipeline.render_catalog(ctx, templates_dir)
         write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
 
@@ -70,7 +77,7 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
     """RFC 6902 patches the worker applies to Nodes: capacity keys ("status") and fit labels ("")."""
     def action(state: dict[str, Any]) -> None:
         from gpustack_render.patches import kubectl_lines
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         entries = pipeline.node_patches(ctx)
         if fmt == "json":
             write_stdout(dump_json(entries))
@@ -88,6 +95,8 @@ def _register() -> None:
                                           test_cmd, validate_cmd)
     for module in (diff_cmd, validate_cmd, snapshot_cmd, lint_cmd, explain_cmd, test_cmd, schema_cmd, pin_cmd):
         main.add_command(module.command)
+    for command in (main, *main.commands.values()):
+        add_global_options(command)
 
 
 _register()

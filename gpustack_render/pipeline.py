@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from gpustack_render.errors import Diagnostics
+from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation, evaluate
 from gpustack_render.render import Renderer
 from gpustack_render.rules import Rules, load_rules
 from gpustack_render.settings import effective_settings, parse_overrides
 from gpustack_render.snapshot import Snapshot, load_snapshot
+from gpustack_render.timing import stage
 
 
 @dataclass
@@ -25,21 +26,37 @@ class Context:
     @property
     def evaluation(self) -> Evaluation:
         if self._evaluation is None:
-            self._evaluation = evaluate(self.snapshot, self.rules, self.settings, self.diagnostics)
+            with stage("evaluate"):
+                self._evaluation = evaluate(self.snapshot, self.rules, self.settings, self.diagnostics)
         return self._evaluation
 
 
-def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path | None) -> Context:
-    rules = load_rules(rules_dir)
+def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path | None,
+            allow_empty: bool = False) -> Context:
+    """Rules, snapshot and settings. A snapshot without Nodes is refused unless ``allow_empty``:
+    rendering it gives the empty chain, which a pruning GitOps tool would apply by deleting every
+    flavor, queue and NodeFeature of the cluster."""
+    with stage("rules"):
+        rules = load_rules(rules_dir)
     overrides = parse_overrides(sets, rules.setting_defaults)
-    snapshot = load_snapshot(snapshot_paths, rules.settings_source)
+    with stage("snapshot"):
+        snapshot = load_snapshot(snapshot_paths, rules.settings_source)
     settings = effective_settings(rules.setting_defaults, snapshot.settings, snapshot.settings_origin, overrides)
-    return Context(rules, snapshot, settings)
+    ctx = Context(rules, snapshot, settings)
+    for file in snapshot.unused_files:
+        ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
+                             f"InstanceType, the Kueue chain, the settings object)")
+    if not snapshot.nodes and not allow_empty:
+        raise UserError.single("the snapshot holds no Nodes; rendering it would give the empty chain, which a "
+                               "pruning GitOps tool applies by deleting every flavor and queue (pass "
+                               "--allow-empty if that is meant)", file=", ".join(snapshot_paths))
+    return ctx
 
 
 def render_objects(ctx: Context, templates_dir: Path | None) -> list[dict[str, Any]]:
-    renderer = Renderer(templates_dir)
-    return renderer.render_plan(ctx.evaluation.plan)
+    plan = ctx.evaluation.plan
+    with stage("render"):
+        return Renderer(templates_dir).render_plan(plan)
 
 
 def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:

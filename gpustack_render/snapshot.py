@@ -50,6 +50,9 @@ class Snapshot:
     settings_origin: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     raw: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     files: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) → the file it came from
+    # Files that held no object the tool reads (empty, a README, only foreign kinds): named in a
+    # warning, because a mistyped path must not look like an empty cluster.
+    unused_files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -87,9 +90,13 @@ def flatten_lists(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict
     yield doc
 
 
-def read_documents(paths: Iterable[str], problems: list[Problem]) -> Iterator[tuple[str, Any]]:
-    """(file, document) for every document of ``paths``; unreadable files go to ``problems``."""
+def read_documents(paths: Iterable[str], problems: list[Problem],
+                   files: list[str] | None = None) -> Iterator[tuple[str, Any]]:
+    """(file, document) for every document of ``paths``; unreadable files go to ``problems``; every
+    file read is appended to ``files`` when given."""
     for display, path in expand_paths(paths):
+        if files is not None:
+            files.append(display)
         try:
             text = sys.stdin.read() if path is None else read_text(path, display)
             docs = parse_documents(text, display)
@@ -100,8 +107,8 @@ def read_documents(paths: Iterable[str], problems: list[Problem]) -> Iterator[tu
             yield display, doc
 
 
-def _read_objects(paths: Iterable[str], problems: list[Problem]) -> list[_Source]:
-    return [_Source(obj, display) for display, doc in read_documents(paths, problems)
+def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str]) -> list[_Source]:
+    return [_Source(obj, display) for display, doc in read_documents(paths, problems, files)
             for obj in flatten_lists(doc, display, problems)]
 
 
@@ -200,9 +207,11 @@ def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | 
 
 def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Snapshot:
     problems: list[Problem] = []
-    sources = _read_objects(paths, problems)
+    files: list[str] = []
+    sources = _read_objects(paths, problems, files)
     seen: dict[tuple[str, str, str, str], _Source] = {}
     snap = Snapshot()
+    used: set[str] = set()
     settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
     for source in sources:
         ident = _identity(source.obj)
@@ -213,11 +222,13 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
         model = inputs.MODELS.get((group, kind))
         if model is None:
             if (group, kind) in RAW_ONLY_KINDS:
+                used.add(source.file)
                 _keep_raw(snap, ident, source, seen, problems)
             continue
         is_settings = kind in ("Secret", "ConfigMap")
         if is_settings and (namespace, name) != settings_source:
             continue
+        used.add(source.file)
         if not is_settings:
             namespace = ""  # every other kind read is cluster-scoped (Namespace included)
             ident = (group, kind, "", name)
@@ -242,6 +253,7 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
     if problems:
         raise UserError(problems)
     snap.namespaces.sort()
+    snap.unused_files = sorted(set(files) - used)
     return snap
 
 

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn, Sequence
 
 import click
 
-from gpustack_render.errors import EXIT_USAGE, PROG, Diagnostics, UserError
+from gpustack_render.errors import EXIT_INTERNAL, EXIT_USAGE, PROG, Diagnostics, UserError
 
 DEBUG = {"on": False}
 # -q/--quiet: -1 (errors only), default 0, -v/--verbose: 1 (stage timings). Set by the CLI group.
 VERBOSITY = {"level": 0}
+ALLOW_EMPTY = {"on": False}
 
 
 def run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None] = lambda: None) -> None:
-    """The one error handler: user errors and internal failures become one-line messages, exit 2."""
+    """The one error handler: user errors become their one-line problems (exit 2), a bug one line
+    asking for a report (exit 3, the traceback with ``--debug``), a closed stdout a quiet end."""
     # A snapshot is one large, acyclic object graph that lives for the whole (short) run: the
     # cyclic collector would rescan it on every generation-2 pass and triple the run time.
     gc.disable()
@@ -33,14 +36,28 @@ def run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics 
         raise
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        _closed_stdout()
     except Exception as err:  # a bug: one line, traceback only with --debug
         if DEBUG["on"]:
             traceback.print_exc()
         click.echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
                    f"(run with --debug for a traceback and please report it)", err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(EXIT_INTERNAL)
     flush_warnings(diagnostics())
+    report_timings()
     sys.exit(code)
+
+
+def _closed_stdout() -> NoReturn:
+    """``render | head``: the reader went away. End quietly, as kubectl does on SIGPIPE (exit 141);
+    stdout is pointed at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    os._exit(141)
 
 
 def command_body(body: Callable[[dict[str, Any]], int | None]) -> None:
@@ -49,9 +66,37 @@ def command_body(body: Callable[[dict[str, Any]], int | None]) -> None:
     run(lambda: body(state), lambda: state["ctx"].diagnostics if "ctx" in state else None)
 
 
+def quiet() -> bool:
+    return VERBOSITY["level"] < 0
+
+
+def verbose() -> bool:
+    return VERBOSITY["level"] > 0
+
+
+def warn_line(text: str) -> None:
+    """One diagnostic line on stderr (``gpustack-render: warning: …``); silenced by ``-q``."""
+    if not quiet():
+        click.echo(f"{PROG}: warning: {text}", err=True)
+
+
+def info_line(text: str) -> None:
+    """A ``-v`` line on stderr (stage timings, summaries)."""
+    if verbose():
+        click.echo(f"{PROG}: {text}", err=True)
+
+
 def flush_warnings(diag: Diagnostics | None) -> None:
     for warning in diag.warnings if diag else []:
-        click.echo(f"{PROG}: warning: {warning}", err=True)
+        warn_line(warning)
+
+
+def report_timings() -> None:
+    """With ``-v``: how long each pipeline stage took (gpustack_render.timing)."""
+    from gpustack_render import timing
+    if verbose() and timing.STAGES:
+        info_line("timing: " + ", ".join(f"{name} {seconds:.3f}s" for name, seconds in timing.STAGES)
+                  + f"; total {timing.elapsed():.3f}s")
 
 
 def write_stdout(text: str) -> None:
@@ -66,10 +111,64 @@ rules_option = click.option("--rules", "rules_dir", type=click.Path(file_okay=Fa
                             help="Rules directory (default: the built-in rules).")
 
 
+def _set_allow_empty(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    ALLOW_EMPTY["on"] = value
+
+
+allow_empty_option = click.option(
+    "--allow-empty", is_flag=True, expose_value=False, callback=_set_allow_empty,
+    help="Accept a snapshot without Nodes (renders the empty chain; applied with pruning, it deletes "
+         "every flavor and queue).")
+
+
+def allow_empty() -> bool:
+    """Whether this invocation passed ``--allow-empty`` (for ``pipeline.prepare``)."""
+    return ALLOW_EMPTY["on"]
+
+
+def prepare(snapshot: Sequence[str], sets: Sequence[str], rules_dir: Path | None) -> Any:
+    """``pipeline.prepare`` with this invocation's ``--allow-empty``."""
+    from gpustack_render import pipeline
+    return pipeline.prepare(snapshot, sets, rules_dir, allow_empty=allow_empty())
+
+
 def chain_inputs(command: Callable[..., Any]) -> Callable[..., Any]:
-    """SNAPSHOT..., --set, --rules: the inputs every rendering command takes."""
-    return snapshot_args(set_option(rules_option(command)))
+    """SNAPSHOT..., --set, --rules, --allow-empty: the inputs every rendering command takes."""
+    return snapshot_args(set_option(rules_option(allow_empty_option(command))))
 
 
 templates_option = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path),
                                 help="Templates directory (default: the built-in templates).")
+
+
+def reset_switches() -> None:
+    from gpustack_render import timing
+    DEBUG["on"] = False
+    VERBOSITY["level"] = 0
+    ALLOW_EMPTY["on"] = False
+    timing.reset()
+
+
+def _set_debug(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        DEBUG["on"] = True
+
+
+def _set_level(level: int) -> Callable[[click.Context, click.Parameter, bool], None]:
+    def callback(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            VERBOSITY["level"] = level
+    return callback
+
+
+def add_global_options(command: click.Command) -> None:
+    """``--debug``, ``-q`` and ``-v`` work before or after the subcommand: the group and every
+    command carry them, and each only sets the process-wide switch it names."""
+    names = {opt for param in command.params for opt in getattr(param, "opts", [])}
+    extra = [click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                          help="Show a traceback for internal errors."),
+             click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True,
+                          callback=_set_level(-1), help="Print errors only (no warnings or notes)."),
+             click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True,
+                          callback=_set_level(1), help="Also print stage timings and a summary on stderr.")]
+    command.params.extend(option for option in extra if not set(option.opts) & names)
