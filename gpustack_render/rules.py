@@ -167,11 +167,14 @@ class _Document:
     model: Any = None
 
 
-def _position(data: Any, loc: Loc) -> tuple[int | None, int | None]:
-    """Walk ruamel's round-trip nodes along ``loc``; the deepest position found wins (1-based)."""
+def _position(data: Any, loc: Loc, *, at_key: bool = False) -> tuple[int | None, int | None]:
+    """Walk ruamel's round-trip nodes along ``loc``; the deepest position found wins (1-based).
+
+    A scalar is pointed at by its value (that is what is wrong), a mapping or list by its key;
+    ``at_key`` points at the last key itself, for problems of the key (an unknown key)."""
     line = col = None
     node = data
-    for part in loc:
+    for i, part in enumerate(loc):
         lc = getattr(node, "lc", None)
         try:
             if isinstance(part, int) and isinstance(node, list) and part < len(node):
@@ -179,7 +182,8 @@ def _position(data: Any, loc: Loc) -> tuple[int | None, int | None]:
                 node = node[part]
             elif isinstance(node, dict) and part in node:
                 scalar = not isinstance(node[part], (dict, list))
-                pos = (lc.value(part) if scalar else lc.key(part)) if lc else None
+                use_value = scalar and not (at_key and i == len(loc) - 1)
+                pos = (lc.value(part) if use_value else lc.key(part)) if lc else None
                 node = node[part]
             else:
                 break
@@ -233,6 +237,11 @@ def _friendly(error: dict[str, Any]) -> tuple[str, str]:
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
     if kind == "missing":
         return "required key is missing", ""
+    if kind == schema.QUANTITY_ERROR:  # schema.Quantity: our own words already
+        return str(ctx.get("reason", error["msg"])), str(ctx.get("hint", ""))
+    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}", \
+            f'quote it: "{value}"' if isinstance(value, int) else "quote it"
     if kind == "extra_forbidden":
         name = str(error["loc"][-1])
         return f"unknown key '{name}'", did_you_mean(name, _ALL_FIELD_NAMES)
@@ -298,7 +307,7 @@ def _validate(doc: _Document, problems: list[Problem]) -> None:
         for error in err.errors():
             loc = _clean_loc(error["loc"])
             message, hint = _friendly(error)
-            line, col = _position(doc.data, loc)
+            line, col = _position(doc.data, loc, at_key=error["type"] == "extra_forbidden")
             problems.append(Problem(message, file=doc.file, line=line, column=col,
                                     path=".".join(str(p) for p in loc), hint=hint))
 

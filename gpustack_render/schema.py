@@ -8,11 +8,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
+from pydantic_core import PydanticCustomError
 
 API_VERSION = "render.gpustack.ai/v1alpha1"
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+QUANTITY_ERROR = "quantity"  # the pydantic error type of Quantity; rules.py prints its message as is
+
+
+def _check_quantity(value: str) -> str:
+    """A rule's resource amount must be what Kubernetes accepts, and not negative: checked at load,
+    so a typo (``32Gb``) is a ``file:line:col`` error instead of an InstanceType the API server refuses."""
+    from gpustack_render.quantity import QuantityError, parse_quantity
+    try:
+        amount = parse_quantity(value)
+    except QuantityError as err:
+        raise PydanticCustomError(QUANTITY_ERROR, "{reason}", {
+            "reason": str(err), "hint": "a Kubernetes quantity, like 8, 500m or 32Gi"}) from None
+    if amount < 0:
+        raise PydanticCustomError(QUANTITY_ERROR, "{reason}", {"reason": f'"{value}" must not be negative',
+                                                               "hint": ""})
+    return value
+
+
+Quantity = Annotated[str, AfterValidator(_check_quantity),
+                     Field(description="A Kubernetes resource quantity: 8, 500m, 32Gi, 1.5e3")]
 
 
 class Strict(BaseModel):
@@ -240,8 +262,8 @@ class NormalisationRules(Envelope):
 
 
 class UnitResources(Strict):
-    cpu: NonEmpty
-    ram: NonEmpty
+    cpu: Quantity
+    ram: Quantity
 
 
 class PresetEntry(Strict):
@@ -252,7 +274,7 @@ class PresetEntry(Strict):
 
 class PresetRules(Envelope):
     kind: Literal["UnitResourcePresets"]
-    localStorage: NonEmpty
+    localStorage: Quantity
     cpuPool: UnitResources
     fallback: UnitResources
     tiers: dict[NonEmpty, UnitResources]

@@ -533,3 +533,78 @@ def test_missing_template_file(tmp_path: Path) -> None:
     (templates / "InstanceType.yaml.j2").unlink()
     stderr = run_template_failure(templates)
     assert "InstanceType.yaml.j2" in stderr
+
+
+# --------------------------------------------------------------------------------------------
+# exact lines: quantities checked at load, unknown keys at the key's own column (in-process)
+# --------------------------------------------------------------------------------------------
+
+
+def position_of(text: str, marker: str) -> tuple[int, int]:
+    """1-based line and column of the single occurrence of ``marker`` in ``text``."""
+    assert text.count(marker) == 1, f"{marker!r} occurs {text.count(marker)} times"
+    start = text.index(marker)
+    return text.count("\n", 0, start) + 1, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+def cli_in_process(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+_QUANTITY_HINT = "(a Kubernetes quantity, like 8, 500m or 32Gi)"
+
+QUANTITY_EDITS: dict[str, tuple[str, str, str, str]] = {
+    # id: (old text, new text, marker of the bad value, expected "path: message")
+    "tier-ram": ('small: {cpu: "8", ram: 32Gi}', 'small: {cpu: "8", ram: 32Gb}', "32Gb",
+                 f'tiers.small.ram: "32Gb" is not a valid quantity {_QUANTITY_HINT}'),
+    "local-storage": ("localStorage: 100Gi", "localStorage: 100 Gi", "100 Gi",
+                      f'localStorage: "100 Gi" is not a valid quantity {_QUANTITY_HINT}'),
+    "cpu-pool-cpu": ('cpuPool: {cpu: "1", ram: 2Gi}', 'cpuPool: {cpu: "one", ram: 2Gi}', '"one"',
+                     f'cpuPool.cpu: "one" is not a valid quantity {_QUANTITY_HINT}'),
+    "fallback-negative": ('fallback: {cpu: "4", ram: 16Gi}', 'fallback: {cpu: "4", ram: "-16Gi"}', '"-16Gi"',
+                          'fallback.ram: "-16Gi" must not be negative'),
+    "tier-unquoted-number": ('large: {cpu: "12", ram: 128Gi}', "large: {cpu: 12, ram: 128Gi}", "12,",
+                             'tiers.large.cpu: expected a string, got a number 12 (quote it: "12")'),
+}
+
+
+@pytest.mark.parametrize("edit", list(QUANTITY_EDITS.values()), ids=list(QUANTITY_EDITS))
+def test_rule_quantity_is_checked_at_load(tmp_path: Path, edit: tuple[str, str, str, str]) -> None:
+    old, new, marker, message = edit
+    rules = copy_rules(tmp_path)
+    text = replace(rules, "presets.yaml", old, new)
+    line, col = position_of(text, marker)
+    want = f"{rules / 'presets.yaml'}:{line}:{col}: error: {message}"
+    code, out, err = cli_in_process("render", "fixtures/demo", "--rules", str(rules))
+    assert (code, out) == (2, ""), err
+    assert err.splitlines() == [want]
+    code, out, err = cli_in_process("lint", "--rules", str(rules))
+    assert code == 1 and err == "", out
+    assert out.splitlines()[0] == want
+
+
+def test_valid_quantity_spellings_are_accepted(tmp_path: Path) -> None:
+    """Any Kubernetes spelling passes: decimal exponents, milli-CPUs, binary and decimal suffixes."""
+    rules = copy_rules(tmp_path)
+    replace(rules, "presets.yaml", 'small: {cpu: "8", ram: 32Gi}', 'small: {cpu: "8000m", ram: 32G}')
+    replace(rules, "presets.yaml", "localStorage: 100Gi", 'localStorage: "1e11"')
+    code, out, err = cli_in_process("lint", "--rules", str(rules))
+    assert code == 0 and err == "", out
+
+
+def test_unknown_key_is_reported_at_the_key(tmp_path: Path) -> None:
+    rules = copy_rules(tmp_path)
+    text = replace(rules, "manufacturers.yaml", "    resourceBase: amd.com/gpu", "    resourceBaes: amd.com/gpu")
+    line, col = position_of(text, "resourceBaes")
+    flow = replace(rules, "presets.yaml", 'cpuPool: {cpu: "1", ram: 2Gi}', 'cpuPool: {cpu: "1", ram: 2Gi, gpu: "1"}')
+    flow_line, flow_col = position_of(flow, "gpu:")
+    code, out, _ = cli_in_process("lint", "--rules", str(rules))
+    lines = out.splitlines()
+    assert code == 1
+    assert f"{rules / 'manufacturers.yaml'}:{line}:{col}: error: items.0.resourceBaes: unknown key 'resourceBaes' " \
+           f"(did you mean 'resourceBase'?)" in lines, out
+    assert f"{rules / 'presets.yaml'}:{flow_line}:{flow_col}: error: cpuPool.gpu: unknown key 'gpu' (did you mean 'cpu'?)" in lines, out
