@@ -22,7 +22,7 @@ from gpustack_render.quantity import QuantityError, format_decimal_si, parse_qua
 ACTIVE_STOP_POLICY = "None"
 
 __all__ = ["FlavorBox", "PoolGraph", "QueueBox", "QuotaEdge", "build_graph", "count_nodes_per_flavor",
-           "pool_names", "to_dot", "to_mermaid"]
+           "pool_names", "queue_quota", "to_dot", "to_mermaid"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,11 @@ def build_graph(objects: Sequence[dict[str, Any]], flavor_node_counts: Mapping[s
     graph.flavors = [FlavorBox(n, int(flavor_node_counts.get(n, 0)), n in rendered) for n in sorted(shown)]
     graph.edges.sort(key=lambda e: (e.flavor, e.queue))
     return graph
+
+
+def queue_quota(queue: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A ClusterQueue manifest's nominal quota per resource, summed over its flavors (sorted)."""
+    return _totals(_quota_edges(queue))
 
 
 def _quota_edges(queue: dict[str, Any]) -> Iterable[QuotaEdge]:

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import click
 
-from gpustack_render.commands.common import chain_inputs, command_body, templates_option, write_stdout
+from gpustack_render.commands.common import chain_inputs, command_body, prepare, templates_option, write_stdout
 
 
 @click.command("graph")
@@ -31,7 +31,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
     def action(state: dict[str, Any]) -> None:
         from gpustack_render import pipeline
         from gpustack_render.graph import to_dot, to_mermaid
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
         graph = chain_graph(ctx, objects, pools)
         write_stdout(to_dot(graph) if fmt == "dot" else to_mermaid(graph))
