@@ -19,6 +19,7 @@ from gpustack_render.manifests import Key, field_path, identity, label
 from gpustack_render.quantity import format_decimal_si
 
 Path_ = tuple[str, ...]
+ACTIONS = ("added", "changed", "removed")
 _MISSING = object()
 _TOP_ORDER = ("apiVersion", "kind", "metadata", "spec")
 
@@ -122,6 +123,11 @@ class DiffPolicy:
         self.defaults: dict[tuple[str, str], list[tuple[Path_, Any]]] = {
             (d.group, d.kind): [(tuple(v.path), v.value) for v in d.values] for d in rules.defaults}
 
+    def default(self, key: Key, path: Path_) -> Any:
+        """The server default of ``path`` for ``key``'s kind (``None`` when the rules name none): what
+        an object that leaves the field unset means."""
+        return next((value for p, value in self.defaults.get(key[:2], ()) if p == path), None)
+
     def compared(self, key: Key) -> bool:
         return key[:2] in self.order
 
@@ -206,8 +212,8 @@ def compare(desired_objects: Sequence[dict[str, Any]], current_objects: Iterable
     return changes
 
 
-def _quantity_text(value: Any) -> str:
-    """A snapshot capacity (a Fraction) as a quantity string, for showing the before side."""
+def quantity_text(value: Any) -> str:
+    """An exact amount (a Fraction) as a quantity string: a snapshot capacity, a quota total."""
     if getattr(value, "denominator", 1) == 1:
         return format_decimal_si(int(value))
     milli = value * 1000
@@ -230,7 +236,7 @@ def node_changes(nodes: Mapping[str, Any], entries: Sequence[dict[str, Any]]) ->
         have = node.status.capacity if status else node.metadata.labels
         before: dict[str, Any] = {base[0]: {}}
         if have is not None:
-            before[base[0]][base[1]] = {k: _quantity_text(v) if status else v for k, v in have.items()}
+            before[base[0]][base[1]] = {k: quantity_text(v) if status else v for k, v in have.items()}
         after = jsonpatch.apply_patch(before, entry["patch"])
         prefix = "/" + "/".join(base)
         touched: list[str] = []
@@ -244,3 +250,72 @@ def node_changes(nodes: Mapping[str, Any], entries: Sequence[dict[str, Any]]) ->
         changes.append(Change("changed", ("", "Node", "", entry["node"]), "v1", views[0], views[1],
                               [field_path(base + (k,)) for k in touched], entry["subresource"], entry["patch"]))
     return changes
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Objects per action and kind (kinds in the order the changes come, i.e. the rules' kind order).
+
+    Objects, not entries: a Node with both a label and a capacity patch counts once."""
+
+    counts: dict[str, dict[str, int]]
+    order: tuple[str, ...] = ()   # every kind that has a change, in change order
+
+    def total(self, action: str) -> int:
+        return sum(self.counts[action].values())
+
+    def text(self) -> str:
+        """``3 added (ResourceFlavor 1, ClusterQueue 2), 1 changed (ClusterQueue 1), 0 removed``."""
+        parts = []
+        for action in ACTIONS:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in self.counts[action].items())
+            parts.append(f"{self.total(action)} {action}" + (f" ({kinds})" if kinds else ""))
+        return ", ".join(parts)
+
+    def data(self) -> dict[str, Any]:
+        """The same as JSON data: ``{"added": 3, ..., "kinds": {"ClusterQueue": {"added": 2, ...}}}``,
+        kinds in the rules' kind order."""
+        kinds = [kind for kind in self.order if any(kind in self.counts[a] for a in ACTIONS)]
+        return {**{action: self.total(action) for action in ACTIONS},
+                "kinds": {kind: {action: self.counts[action].get(kind, 0) for action in ACTIONS} for kind in kinds}}
+
+
+def summarise(changes: Sequence[Change]) -> Summary:
+    seen: dict[str, dict[str, set[Key]]] = {action: {} for action in ACTIONS}
+    for change in changes:
+        seen[change.action].setdefault(change.key[1], set()).add(change.key)
+    order = tuple(dict.fromkeys(change.key[1] for change in changes))
+    return Summary({action: {kind: len(keys) for kind, keys in kinds.items()} for action, kinds in seen.items()}, order)
+
+
+def owned_counts(current_objects: Iterable[dict[str, Any]], policy: DiffPolicy) -> dict[str, int]:
+    """How many compared objects of each kind the tool owns among the current ones: the base that
+    removals are measured against."""
+    keys: dict[str, set[Key]] = {}
+    for obj in current_objects:
+        key = identity(obj)
+        if policy.compared(key) and policy.owns(obj):
+            keys.setdefault(key[1], set()).add(key)
+    return {kind: len(found) for kind, found in keys.items()}
+
+
+def removal_warnings(summary: Summary, owned: Mapping[str, int]) -> list[str]:
+    """A warning per kind that would lose more than half of its owned objects: the usual cause is a
+    partial snapshot or a rule edit that matches nothing, and applying it would empty the cluster's
+    queues or flavors."""
+    out = []
+    for kind, removed in summary.counts["removed"].items():
+        total = owned.get(kind, removed)
+        if 2 * removed > total:
+            out.append(f"diff: {removed} of {total} owned {kind} objects would be removed (more than half); "
+                       f"check the snapshot and the rules before applying")
+    return out
+
+
+def check_max_removals(summary: Summary, limit: int | None) -> None:
+    """``--max-removals N``: a guard for CI jobs, failing the run (exit 2) instead of reporting."""
+    removed = summary.total("removed")
+    if limit is not None and removed > limit:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in summary.counts["removed"].items())
+        raise UserError.single(f"{removed} owned objects would be removed ({kinds}), more than "
+                               f"--max-removals {limit}")

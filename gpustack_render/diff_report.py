@@ -1,19 +1,27 @@
 """``diff`` output: a unified YAML diff per object (text), RFC 6902 patches (json), or a PR comment
-(markdown: a summary table plus collapsible YAML diffs, cut to fit GitHub's comment size limit)."""
+(markdown: the pools before → after, a diagram of the changed ones, a summary table plus collapsible
+YAML diffs, each part cut to its own budget to fit GitHub's comment size limit). Every format carries
+the same summary (:class:`~gpustack_render.diff.Summary`)."""
 
 from __future__ import annotations
 
 import difflib
 import html
 import re
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from gpustack_render.diff import Change
+from gpustack_render.diff import Change, summarise
+from gpustack_render.diff_pools import PoolComparison, PoolRow, PoolSide
 from gpustack_render.yamlio import dump_json, dump_yaml
 
-# GitHub rejects comments over 65,536 characters; keep a margin for the surrounding text.
+# GitHub rejects comments over 65,536 characters; keep a margin for the surrounding text. Each part
+# has its own budget (pools 10k + diagram 8k + objects table 30k, the diffs fill the rest), so a huge
+# pool table can never push the object table out, and the total stays under MARKDOWN_BUDGET.
 MARKDOWN_BUDGET = 60_000
 MARKDOWN_TABLE_BUDGET = 30_000
+MARKDOWN_POOL_BUDGET = 10_000
+MARKDOWN_DIAGRAM_BUDGET = 8_000
 MARKDOWN_FIELDS_SHOWN = 6
 HEADING = "### gpustack-render diff"
 
@@ -31,13 +39,24 @@ def unified(change: Change) -> str:
     return f"diff -u a/{name} b/{name}\n{body}" + ("" if body.endswith("\n") else "\n")
 
 
+@dataclass
+class ReportExtras:
+    """What the markdown comment shows besides the changes: the pools, their diagram, warnings."""
+
+    pools: PoolComparison | None = None
+    diagram: str | None = None   # Mermaid source of the changed pools
+    warnings: list[str] = field(default_factory=list)
+
+
 def text_report(changes: Sequence[Change]) -> str:
-    return "".join(unified(c) for c in changes)
+    """The unified diffs, then one summary line (also when nothing differs)."""
+    return "".join(unified(c) for c in changes) + summarise(changes).text() + "\n"
 
 
 def json_report(changes: Sequence[Change]) -> str:
-    """A JSON array, one entry per differing object: action, identity, changed fields, and the
-    patch (see :meth:`Change.patch`). Empty array when nothing differs."""
+    """``{"summary": {...}, "changes": [...]}``: the summary as data (see :meth:`Summary.data`) and
+    one entry per differing object: action, identity, changed fields, and the patch (see
+    :meth:`Change.patch`). ``changes`` is empty when nothing differs."""
     entries = []
     for change in changes:
         group, kind, namespace, name = change.key
@@ -48,12 +67,7 @@ def json_report(changes: Sequence[Change]) -> str:
         entry["fields"] = change.fields
         entry["patch"] = change.patch()
         entries.append(entry)
-    return dump_json(entries)
-
-
-def summary(changes: Sequence[Change]) -> str:
-    counts = {action: sum(c.action == action for c in changes) for action in ("added", "changed", "removed")}
-    return ", ".join(f"{n} {action}" for action, n in counts.items())
+    return dump_json({"summary": summarise(changes).data(), "changes": entries})
 
 
 def _fence(text: str) -> str:
@@ -63,7 +77,66 @@ def _fence(text: str) -> str:
 
 
 def _code(text: str) -> str:
-    return f"`{text.replace('`', chr(39))}`"
+    return f"`{_cell(text).replace('`', chr(39))}`"
+
+
+def _cell(text: str) -> str:
+    """Text that cannot break a table row: no pipe (escaped, also inside code), no newline."""
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _pair(before: str | None, after: str | None) -> str:
+    """``before → after``, or the one value when it stays; ``—`` for a side without the pool."""
+    return _cell(before if before == after else f"{before or '—'} → {after or '—'}")
+
+
+def _flavors_cell(before: PoolSide | None, after: PoolSide | None) -> str:
+    """Flavor counts, plus how many came and went when the set changed at equal count too."""
+    cell = _pair(str(len(before.flavors)) if before else None, str(len(after.flavors)) if after else None)
+    if before and after and before.flavors != after.flavors:
+        came, went = len(set(after.flavors) - set(before.flavors)), len(set(before.flavors) - set(after.flavors))
+        cell += " (" + " ".join(p for p in (f"+{came}" if came else "", f"−{went}" if went else "") if p) + ")"
+    return cell
+
+
+def _quota_cell(before: PoolSide | None, after: PoolSide | None) -> str:
+    old, new = dict(before.quota) if before else {}, dict(after.quota) if after else {}
+    resources = list(new) + [r for r in old if r not in new]
+    return "<br>".join(f"{_code(r)} {_pair(old.get(r), new.get(r))}" for r in resources) or "—"
+
+
+def _pool_row(row: PoolRow) -> str:
+    before, after = row.before, row.after
+    nodes = _pair(str(before.nodes) if before else None, str(after.nodes) if after else None)
+    stop = _pair(before.stop_policy if before else None, after.stop_policy if after else None)
+    return (f"| {_code(row.name)} | {row.change or '—'} | {nodes} | {_flavors_cell(before, after)} | "
+            f"{_quota_cell(before, after)} | {stop or '—'} |\n")
+
+
+def _pool_section(pools: PoolComparison) -> tuple[str, int]:
+    """The pool table (changed rows first) within its budget, and how many rows were cut."""
+    out = ["#### Pools (before → after)\n\n", "| ClusterQueue | Change | Nodes | Flavors | Quota | Stop policy |\n",
+           "| --- | --- | --- | --- | --- | --- |\n"]
+    size = sum(map(len, out))
+    for i, row in enumerate(pools.rows):
+        line = _pool_row(row)
+        if size + len(line) > MARKDOWN_POOL_BUDGET:
+            cut = len(pools.rows) - i
+            unchanged = sum(not r.change for r in pools.rows[i:])
+            out.append(f"| … | {cut} more pool(s), {unchanged} of them unchanged | | | | |\n")
+            return "".join(out) + "\n", cut
+        out.append(line)
+        size += len(line)
+    return "".join(out) + "\n", 0
+
+
+def _diagram_section(diagram: str) -> str:
+    """The Mermaid block, or a note when it would not fit its budget (a cut diagram would not parse)."""
+    fence = _fence(diagram)
+    block = f"{fence}mermaid\n{diagram.rstrip()}\n{fence}\n\n"
+    if len(block) > MARKDOWN_DIAGRAM_BUDGET:
+        return "_Pool diagram left out: too large for a comment._\n\n"
+    return block
 
 
 def _row(change: Change) -> str:
@@ -77,23 +150,34 @@ def _row(change: Change) -> str:
     return f"| {kind} | {_code(where)} | {change.action} | {'<br>'.join(shown) or '—'} |\n"
 
 
-def markdown_report(changes: Sequence[Change]) -> str:
+def markdown_report(changes: Sequence[Change], extras: ReportExtras | None = None) -> str:
     """Ready to post as a pull-request comment; cut (with a note) to stay under the size limit."""
     if not changes:
         return f"{HEADING}\n\nNo differences.\n"
-    out = [f"{HEADING}\n\n**{summary(changes)}**\n\n", "| Kind | Name | Change | Changed fields |\n",
-           "| --- | --- | --- | --- |\n"]
-    size = sum(map(len, out))
+    extras = extras or ReportExtras()
+    out = [f"{HEADING}\n\n**{summarise(changes).text()}**\n\n"]
+    if extras.warnings:
+        out.append("> " + "\n>\n> ".join(f"**Warning:** {_cell(w)}" for w in extras.warnings) + "\n\n")
+    pools_cut = 0
+    if extras.pools is not None and any(row.change for row in extras.pools.rows):
+        section, pools_cut = _pool_section(extras.pools)
+        out.append(section)
+        if extras.diagram:
+            out.append(_diagram_section(extras.diagram))
+    table = ["#### Objects\n\n", "| Kind | Name | Change | Changed fields |\n", "| --- | --- | --- | --- |\n"]
+    out += table
+    table_size = sum(map(len, table))
     rows_cut = 0
     for i, change in enumerate(changes):
         row = _row(change)
-        if size + len(row) > MARKDOWN_TABLE_BUDGET:
+        if table_size + len(row) > MARKDOWN_TABLE_BUDGET:
             rows_cut = len(changes) - i
             out.append(f"| … | {rows_cut} more | | |\n")
             break
         out.append(row)
-        size += len(row)
+        table_size += len(row)
     out.append("\n")
+    size = sum(map(len, out))
     details_cut = 0
     for i, change in enumerate(changes):
         diff = unified(change)
@@ -105,15 +189,16 @@ def markdown_report(changes: Sequence[Change]) -> str:
             break
         out.append(block)
         size += len(block)
-    if rows_cut or details_cut:
-        out.append(f"\n_Cut to fit a comment ({details_cut} diff(s) not shown): run `gpustack-render diff` "
+    if rows_cut or details_cut or pools_cut:
+        pools = f", {pools_cut} pool row(s)" if pools_cut else ""
+        out.append(f"\n_Cut to fit a comment ({details_cut} diff(s) not shown{pools}): run `gpustack-render diff` "
                    f"for the full output._\n")
     return "".join(out)
 
 
-def report(changes: Sequence[Change], fmt: str) -> str:
+def report(changes: Sequence[Change], fmt: str, extras: ReportExtras | None = None) -> str:
     if fmt == "json":
         return json_report(changes)
     if fmt == "markdown":
-        return markdown_report(changes)
+        return markdown_report(changes, extras)
     return text_report(changes)

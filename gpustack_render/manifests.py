@@ -1,15 +1,17 @@
 """Reading manifests back (``diff --against``, ``validate --manifests``) and naming objects and fields.
 
 A previous render comes in any of the shapes ``render`` writes: a YAML stream, a JSON ``List``, or
-an ``-o`` directory whose ``kustomization.yaml`` lists the files. Reading it must fail like every
-other input (exit 2, one line per problem), never with a traceback.
+an ``-o`` directory whose ``kustomization.yaml`` lists the files, or ``-`` for standard input (so a
+render can be piped in, as SNAPSHOT ``-`` is). Reading it must fail like every other input (exit 2,
+one line per problem), never with a traceback.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.snapshot import flatten_lists
@@ -17,6 +19,8 @@ from gpustack_render.yamlio import parse_documents, read_text
 
 Key = tuple[str, str, str, str]  # (API group, kind, namespace, name)
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
+STDIN_DISPLAY = "<stdin>"  # how messages name it, as the snapshot reader does
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -65,17 +69,35 @@ def _files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
 
 
-def read_manifests(path: Path) -> list[dict[str, Any]]:
-    """Every object under ``path`` (lists flattened), checked to have apiVersion, kind and name."""
-    problems: list[Problem] = []
-    objects: list[dict[str, Any]] = []
-    for file in _files(path):
+def is_stdin(path: Path | str | None) -> bool:
+    """``-`` (as a string or a ``Path``) means standard input; ``./-`` names a file called ``-``."""
+    return path is not None and str(path) == STDIN
+
+
+def _texts(path: Path | str, problems: list[Problem]) -> Iterator[tuple[str, str]]:
+    """(display name, text) of every file of ``path``; standard input read once for ``-``."""
+    if is_stdin(path):
+        yield STDIN_DISPLAY, sys.stdin.read()
+        return
+    for file in _files(Path(path)):
         display = str(file)
         if not file.is_file():
             problems.append(Problem("listed in kustomization.yaml but missing", file=display))
             continue
         try:
-            docs = parse_documents(read_text(file, display), display)
+            yield display, read_text(file, display)
+        except UserError as err:
+            problems.extend(err.problems)
+
+
+def read_manifests(path: Path | str) -> list[dict[str, Any]]:
+    """Every object under ``path`` (``-``: standard input; lists flattened), checked to have
+    apiVersion, kind and name."""
+    problems: list[Problem] = []
+    objects: list[dict[str, Any]] = []
+    for display, text in _texts(path, problems):
+        try:
+            docs = parse_documents(text, display)
         except UserError as err:
             problems.extend(err.problems)
             continue

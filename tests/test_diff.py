@@ -49,10 +49,16 @@ def snapshot_with(tmp_path: Path, live: list[dict[str, Any]]) -> Path:
 
 
 def diff_json(*args: str) -> tuple[int, list[dict[str, Any]]]:
+    """The exit code and the ``changes`` of ``diff --format json`` (whose summary must agree)."""
     proc = run_cli("diff", *args, "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    assert set(out) == {"summary", "changes"}
+    for action in ("added", "changed", "removed"):
+        keys = {(c["kind"], c["namespace"], c["name"]) for c in out["changes"] if c["action"] == action}
+        assert out["summary"][action] == len(keys)
+    return proc.returncode, out["changes"]
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +68,14 @@ def demo() -> list[dict[str, Any]]:
 
 # --- no differences -------------------------------------------------------------------------------
 
+NO_CHANGES_JSON = {"summary": {"added": 0, "changed": 0, "removed": 0, "kinds": {}}, "changes": []}
+
+
 @pytest.mark.parametrize("shape", ["yaml", "json", "dir"])
-@pytest.mark.parametrize("fmt, empty", [("text", ""), ("json", "[]\n"), ("markdown", None)])
+@pytest.mark.parametrize("fmt, empty", [("text", "0 added, 0 changed, 0 removed\n"), ("json", NO_CHANGES_JSON),
+                                        ("markdown", None)])
 def test_a_previous_render_in_any_shape_has_no_differences(tmp_path: Path, shape: str, fmt: str,
-                                                           empty: str | None) -> None:
+                                                           empty: Any) -> None:
     against = tmp_path / "prev"
     if shape == "dir":
         assert run_cli("render", str(DEMO), "-o", str(against)).returncode == 0
@@ -76,6 +86,8 @@ def test_a_previous_render_in_any_shape_has_no_differences(tmp_path: Path, shape
     assert proc.returncode == 0, proc.stdout + proc.stderr
     if empty is None:
         assert proc.stdout.startswith("### gpustack-render diff") and "No differences." in proc.stdout
+    elif fmt == "json":
+        assert json.loads(proc.stdout) == empty
     else:
         assert proc.stdout == empty
 
@@ -154,6 +166,7 @@ def test_text_format_is_a_unified_yaml_diff_per_object(tmp_path: Path, demo: lis
                          f"--- a/ClusterQueue/{CQ_T4}", f"+++ b/ClusterQueue/{CQ_T4}"]
     assert "-  stopPolicy: Hold" in lines and "+  stopPolicy: None" in lines
     assert sum(line.startswith(("-", "+")) and not line.startswith(("---", "+++")) for line in lines) == 2
+    assert lines[-1] == "0 added, 1 changed (ClusterQueue 1), 0 removed"
 
 
 def test_markdown_format_is_a_pr_comment(tmp_path: Path, demo: list[dict[str, Any]]) -> None:
@@ -163,7 +176,8 @@ def test_markdown_format_is_a_pr_comment(tmp_path: Path, demo: list[dict[str, An
                    "--format", "markdown")
     assert proc.returncode == 1
     text = proc.stdout
-    assert text.startswith("### gpustack-render diff\n\n**1 added, 1 changed, 0 removed**")
+    assert text.startswith("### gpustack-render diff\n\n**1 added (AdmissionCheck 1), 1 changed (ClusterQueue 1), "
+                           "0 removed**")
     assert "| Kind | Name | Change | Changed fields |" in text
     assert f"| ClusterQueue | `{CQ_T4}` | changed | `spec.stopPolicy` |" in text
     assert "| AdmissionCheck | `gpustack-node-devices` | added | — |" in text
