@@ -11,7 +11,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -107,6 +107,14 @@ class LifecycleWarningRule:
     origin: str
 
 
+@dataclass(frozen=True)
+class KindMetadata:
+    """``rules/output.yaml`` compiled: what :func:`gpustack_render.output_meta.apply_output_metadata`
+    adds to every rendered object of one kind, each map sorted by key."""
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass
 class Rules:
     """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
@@ -155,6 +163,7 @@ class Rules:
     origins: dict[str, str] = field(default_factory=dict)
     models: dict[str, Any] = field(default_factory=dict)  # kind → validated model (explain)
     diff: schema.DiffRules | None = None  # rules/diff.yaml, checked by rules_compile.check_diff
+    output: Mapping[str, KindMetadata] = field(default_factory=dict)  # rendered kind → extra metadata
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -239,12 +248,13 @@ def _friendly(error: dict[str, Any]) -> tuple[str, str]:
         return "required key is missing", ""
     if kind == schema.QUANTITY_ERROR:  # schema.Quantity: our own words already
         return str(ctx.get("reason", error["msg"])), str(ctx.get("hint", ""))
-    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if kind == "string_type" and isinstance(value, (bool, int, float)):  # YAML read `8`, `true` as such
+        shown = str(value).lower() if isinstance(value, bool) else value
         return f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}", \
-            f'quote it: "{value}"' if isinstance(value, int) else "quote it"
+            f'quote it: "{shown}"' if isinstance(value, int) else "quote it"
     if kind == "extra_forbidden":
         name = str(error["loc"][-1])
-        return f"unknown key '{name}'", did_you_mean(name, _ALL_FIELD_NAMES)
+        return f"unknown key '{name}'", did_you_mean(name, _ALL_FIELD_NAMES - {name})  # a key of another place is unknown here
     if kind in _TYPE_WORDS:
         return f"expected {_TYPE_WORDS[kind]}, got {_describe(value)}", ""
     if kind == "literal_error":
@@ -336,9 +346,9 @@ class _Compiler:
                                          column=col, path=".".join(map(str, loc))))
         return None
 
-    def fail(self, kind: str, loc: Loc, message: str, hint: str = "") -> None:
+    def fail(self, kind: str, loc: Loc, message: str, hint: str = "", *, at_key: bool = False) -> None:
         doc = self.docs[kind]
-        line, col = _position(doc.data, loc)
+        line, col = _position(doc.data, loc, at_key=at_key)
         self.problems.append(Problem(message, file=doc.file, line=line, column=col,
                                      path=".".join(map(str, loc)), hint=hint))
 
@@ -366,6 +376,8 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
             continue
         by_kind[doc.kind] = doc
         _validate(doc, problems)
+    for kind in sorted(schema.OPTIONAL_KINDS - set(by_kind)):
+        by_kind[kind] = _default_document(kind, rules_dir)
     if not unreadable:  # a file that did not parse may well be the "missing" kind
         for kind in _iter_kinds():
             if kind not in by_kind:
@@ -393,6 +405,12 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
         if not problems and rules is not None:
             return rules
     raise _rule_error(problems)
+
+
+def _default_document(kind: str, rules_dir: Path) -> _Document:
+    """An optional kind the directory leaves out: its model's defaults (nothing to report on)."""
+    data = {"apiVersion": schema.API_VERSION, "kind": kind}
+    return _Document(kind, str(rules_dir), data, schema.RULE_KINDS[kind].model_validate(data))
 
 
 def _committed_documents(rules_dir: Path) -> list[_Document]:

@@ -12,7 +12,7 @@ from gpustack_render.expressions import Arithmetic, NameFormat, always, compile_
 from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, LIFECYCLE_FACTS, CapacityFamilyRule,
                                    LifecycleWarningRule, StopPolicyRule, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
                                    QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
-                                   ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
+                                   KindMetadata, ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
 
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -223,6 +223,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
             lifecycle_warnings.append(LifecycleWarningRule(warning.name, when, message,
                                                            c.origins[f"Lifecycle:warnings.{i}.name"]))
     check_diff(c, m["Diff"])
+    output = compile_output(c, m["Output"])
     if c.problems:
         return None
     return Rules(
@@ -247,7 +248,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
                                                      flavor_kinds["accelerated"].name.parts[0][0]]),  # type: ignore[union-attr]
         lifecycle=tuple(stop_rules), lifecycle_warnings=tuple(lifecycle_warnings),
         lifecycle_markers=lifecycle.markers,
-        origins=c.origins, models=m, diff=m["Diff"],
+        origins=c.origins, models=m, diff=m["Diff"], output=output,
     )
 
 
@@ -286,3 +287,25 @@ def check_diff(c: _Compiler, diff: schema.DiffRules) -> None:
     for i, path in enumerate(paths):
         if path in paths[:i]:
             c.fail("Diff", ("ignore", i, "path"), f"ignored field {'.'.join(path)} is listed twice")
+
+
+def compile_output(c: _Compiler, output: schema.OutputRules) -> dict[str, KindMetadata]:
+    """rules/output.yaml: only kinds the renderer writes (a typo would add nothing, silently), keys
+    and values the API server accepts (checked here, not as a failing apply), maps sorted by key."""
+    from gpustack_render.render import RENDER_KINDS
+    from gpustack_render.validate import label_value, qualified_name
+    compiled: dict[str, KindMetadata] = {}
+    for kind, meta in output.kinds.items():
+        loc: tuple[str | int, ...] = ("kinds", kind)
+        if kind not in RENDER_KINDS:
+            c.fail("Output", loc, f"'{kind}' is not a rendered kind",
+                   did_you_mean(kind, RENDER_KINDS) or f"one of {', '.join(RENDER_KINDS)}", at_key=True)
+            continue
+        for section, check_value in (("labels", label_value), ("annotations", None)):
+            for key, value in getattr(meta, section).items():
+                if problem := qualified_name(key):
+                    c.fail("Output", loc + (section, key), f"invalid {section[:-1]} {problem}", at_key=True)
+                if check_value is not None and (problem := check_value(value)):
+                    c.fail("Output", loc + (section, key), f"invalid label {problem}")
+        compiled[kind] = KindMetadata(tuple(sorted(meta.labels.items())), tuple(sorted(meta.annotations.items())))
+    return compiled

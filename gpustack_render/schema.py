@@ -34,7 +34,7 @@ def _check_quantity(value: str) -> str:
 
 
 Quantity = Annotated[str, AfterValidator(_check_quantity),
-                     Field(description="A Kubernetes resource quantity: 8, 500m, 32Gi, 1.5e3")]
+                     Field(min_length=1, description="A Kubernetes resource quantity: 8, 500m, 32Gi, 1.5e3")]
 
 
 class Strict(BaseModel):
@@ -422,9 +422,25 @@ class DiffRules(Envelope):
     defaults: list[KindDefaults] = []
 
 
+class KindMetadata(Strict):
+    """Labels and annotations added to every rendered object of one kind."""
+    labels: dict[NonEmpty, str] = {}
+    annotations: dict[NonEmpty, str] = {}
+
+
+class OutputRules(Envelope):
+    """Per rendered kind, labels and annotations added to every object of that kind (for example a
+    GitOps tool's prune annotation on InstanceTypes). A key the template sets keeps its value."""
+    kind: Literal["Output"]
+    kinds: dict[NonEmpty, KindMetadata] = {}
+
+
 RULE_KINDS: dict[str, type[Envelope]] = {
     model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
     for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
                   PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules,
-                  LifecycleRules, DiffRules)
+                  LifecycleRules, DiffRules, OutputRules)
 }
+# Kinds a rules directory may leave out: their file's defaults apply (rules directories copied
+# before the kind existed keep working).
+OPTIONAL_KINDS: frozenset[str] = frozenset({"Output"})

@@ -35,6 +35,8 @@ DESCRIPTIONS = {
     "Queues": "ClusterQueue quota expressions, the flavor limit and admission checks.",
     "Capacity": "Node capacity key families, formulas, presence gates and per-card fit labels.",
     "Lifecycle": "Queue lifecycle: stop-policy rules in order (first match wins) and warnings.",
+    "Diff": "What `diff` compares, owns (may call removed) and ignores: server-owned fields, Kueue defaults.",
+    "Output": "Labels and annotations added to every rendered object of a kind; a key the template sets wins.",
 }
 
 
