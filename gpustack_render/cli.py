@@ -73,11 +73,17 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
 @chain_inputs
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json", "kubectl"]), default="yaml", show_default=True,
               help="kubectl: ready-to-run `kubectl patch node` lines.")
-def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, fmt: str) -> None:
+@click.option("--strict-devices", is_flag=True,
+              help="Exit 2 when the snapshot holds no Devices at all while managed Nodes show accelerators "
+                   "(default: skip those Nodes with a warning).")
+def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, fmt: str,
+                 strict_devices: bool) -> None:
     """RFC 6902 patches the worker applies to Nodes: capacity keys ("status") and fit labels ("")."""
     def action(state: dict[str, Any]) -> None:
-        from gpustack_render.patches import kubectl_lines
+        from gpustack_render.patches import check_devices_captured, kubectl_lines
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
+        if strict_devices:
+            check_devices_captured(ctx.snapshot, ctx.rules, ctx.evaluation)
         entries = pipeline.node_patches(ctx)
         if fmt == "json":
             write_stdout(dump_json(entries))

@@ -330,11 +330,23 @@ class CapacityFamily(Strict):
     profileKey: NonEmpty | None = None
 
 
+class FitPopulations(Strict):
+    """Which cards each fit label counts (stage3-node.md §5), by card predicate: ``logical`` =
+    logically sliceable (``logicalSliced.count > 0``, not partitioned), ``wholeCard`` = not
+    partitioned. The candidates are always the ledger rows joined by id to their spec card: only a
+    row says how much of a card is free, so a spec card without one is in no population, for a
+    label's presence as well as its value."""
+
+    slicedMaxFreeUnits: Literal["logical", "wholeCard"]
+    sharedFreeCards: Literal["logical", "wholeCard"]
+
+
 class FitLabels(Strict):
     slicedMaxFreeUnits: NonEmpty
     sharedFreeCards: NonEmpty
     shareUnits: NonEmpty
     sharedModes: list[Annotated[int, Field(ge=0, le=5)]]
+    populations: FitPopulations
 
 
 class WorkloadFit(Strict):

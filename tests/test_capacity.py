@@ -260,16 +260,22 @@ def test_example4_without_overcommit(tmp_path: Path) -> None:
 REMOVE_ALL_FOUR = [rm(cap(k)) for k in NV_SLICED4]
 
 
+def other_devices() -> dict:
+    """A Devices object for some other Node: the snapshot holds Devices, just not this Node's, so
+    §4.3's removal applies (a snapshot with no Devices at all skips GPU Nodes instead)."""
+    return make_devices("some-other-node", [])
+
+
 @pytest.mark.parametrize("node, with_devices", [
     pytest.param(example4_node(sliced_pool=None, extra_capacity=EXAMPLE4_KEYS), True, id="sliced-pool-removed"),
     pytest.param(example4_node(sliced_pool="0", extra_capacity=EXAMPLE4_KEYS), True, id="sliced-pool-zeroed"),
     pytest.param(example4_node(managed="false", extra_capacity=EXAMPLE4_KEYS), True, id="managed-false"),
     pytest.param(example4_node(managed="no", extra_capacity=EXAMPLE4_KEYS), True, id="managed-other-value"),
     pytest.param(example4_node(managed="True", extra_capacity=EXAMPLE4_KEYS), True, id="managed-True-not-exact"),
-    pytest.param(example4_node(extra_capacity=EXAMPLE4_KEYS), False, id="no-devices-object"),
+    pytest.param(example4_node(extra_capacity=EXAMPLE4_KEYS), False, id="no-devices-object-for-this-node"),
 ])
 def test_example4_variations_remove_all_four(tmp_path: Path, node: dict, with_devices: bool) -> None:
-    objects = [node] + ([example4_devices()] if with_devices else [])
+    objects = [node] + ([example4_devices()] if with_devices else [other_devices()])
     assert patches(tmp_path, objects) == [{"node": "gpu-a", "subresource": "status", "patch": REMOVE_ALL_FOUR}]
 
 
@@ -291,7 +297,8 @@ def test_node_being_deleted_is_skipped(tmp_path: Path) -> None:
     """A Node being deleted is skipped entirely (stage3 intro): no entry even with stale keys."""
     node = example4_node(extra_capacity=EXAMPLE4_KEYS)
     node["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    assert patches(tmp_path, [node, example4_devices()]) == []
+    # the only Node is being deleted: the snapshot holds no live Node, which needs --allow-empty
+    assert patches(tmp_path, [node, example4_devices()], "--allow-empty") == []
 
 
 def test_example4_boolean_label_values_read_as_text(tmp_path: Path) -> None:
@@ -308,7 +315,7 @@ def test_example4_boolean_false_managed_removes(tmp_path: Path) -> None:
 
 
 def test_devices_without_node_gives_nothing(tmp_path: Path) -> None:
-    assert patches(tmp_path, [example4_devices()]) == []
+    assert patches(tmp_path, [example4_devices()], "--allow-empty") == []
 
 
 def test_example4_apply_then_render_again_is_empty(tmp_path: Path) -> None:
@@ -324,7 +331,7 @@ def test_example4_apply_then_render_again_is_empty(tmp_path: Path) -> None:
 def test_example4_removal_apply_then_render_again_is_empty(tmp_path: Path, variant: str) -> None:
     node = example4_node(sliced_pool=None if variant == "sliced-pool-removed" else "256",
                          managed="false" if variant == "managed-false" else "true", extra_capacity=EXAMPLE4_KEYS)
-    objects_rest = [] if variant == "no-devices" else [example4_devices()]
+    objects_rest = [other_devices()] if variant == "no-devices" else [example4_devices()]
     first = patches(tmp_path, [node, *objects_rest])
     applied = jsonpatch.apply_patch(node, first[0]["patch"])
     assert not set(EXAMPLE4_KEYS) & set(applied["status"]["capacity"])
@@ -1084,8 +1091,8 @@ FIT_CASES = [
     pytest.param(
         [logical_card("c0")],
         [],
-        # ledger group with no rows: the populations exist, nothing free counted
-        fit_ops("nvidia-l40s", "0", "0"), id="ledger-group-without-rows-reads-zero"),
+        # ledger group with no rows: the populations are ledger rows, so both are empty -> no labels
+        [], id="ledger-group-without-rows-no-labels"),
     pytest.param(
         [logical_card("c0")],
         [row("c0", 3, remaining=100000, allocated_slices=1), row("ghost", 0, remaining=1600000)],
@@ -1177,7 +1184,7 @@ def test_fit_labels_removed_when_not_desired(tmp_path: Path, managed: str | None
                      labels={SLICED + "nvidia-l40s": "1600000", SHARED + "nvidia-l40s": "1"})
     devices = make_devices("n1", [group("nvidia", "l40s", [logical_card("c0")])],
                            [ledger("nvidia", "l40s", [row("c0", 0, remaining=1600000)])])
-    objs = [node] + ([devices] if with_devices else [])
+    objs = [node] + ([devices] if with_devices else [other_devices()])
     assert label_ops_of(tmp_path, objs, "n1", *extra) == [rm(lab(SHARED + "nvidia-l40s")),
                                                          rm(lab(SLICED + "nvidia-l40s"))]
 

@@ -17,6 +17,7 @@ from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import NodeFacts
 from gpustack_render.quantity import QuantityError, memory_label_mib
 from gpustack_render.rules import CapacityFamilyRule, ManufacturerRule, Rules
+from gpustack_render.schema import FitPopulations
 
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -67,6 +68,13 @@ class CapacityEvaluator:
     @staticmethod
     def owns_label(key: str) -> bool:
         return any(key.startswith(p) and len(key) > len(p) for p in FIT_PREFIXES)
+
+    def shows_accelerator(self, node: inputs.Node, facts: NodeFacts) -> bool:
+        """Whether the Node looks like a GPU Node without its Devices: an accelerator (§1.4), or
+        capacity keys or fit labels this renderer owns. Only such a Node loses data when its
+        Devices object is missing from the snapshot."""
+        return (facts.has_accelerator or any(self.owns_capacity(k) for k in node.status.capacity or {})
+                or any(self.owns_label(k) for k in node.metadata.labels or {}))
 
     # --- desired ---------------------------------------------------------------------------------
     def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts) -> NodeDesired:
@@ -195,8 +203,12 @@ class CapacityEvaluator:
         return published
 
     def _fit_labels(self, node: inputs.Node, devices: inputs.Devices) -> dict[str, str]:
+        """§5: per ledger group, a label per population that has at least one member. The members are
+        ledger rows joined to their spec card (``fitLabels.populations``): a spec card without a row
+        has no allocation state, so it neither makes a label appear nor counts towards its value."""
         rules = self.rules
         assert rules.fit_sliced_label is not None and rules.fit_shared_label is not None
+        populations: FitPopulations = rules.models["Capacity"].fitLabels.populations
         spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
         labels: dict[str, str] = {}
         for ledger_group in devices.status.groups:
@@ -210,29 +222,44 @@ class CapacityEvaluator:
             spec = spec_groups.get((ledger_group.manufacturer, ledger_group.id))
             if spec is None:
                 continue
-            cards = {c.id: c for c in spec.accelerators}
-            sliceable_present = whole_present = False
-            max_free, free_cards = 0, 0
-            for card in spec.accelerators:
-                st = card.status
-                partitioned = st.physicalSliced is not None and st.physicalSliced.count > 0
-                sliceable_present |= not partitioned and st.logicalSliced is not None and st.logicalSliced.count > 0
-                whole_present |= not partitioned
-            for row in ledger_group.accelerators:
-                card = cards.get(row.id)
-                if card is None:
-                    continue
-                st = card.status
-                partitioned = st.physicalSliced is not None and st.physicalSliced.count > 0
-                if partitioned:
-                    continue
-                if st.logicalSliced is not None and st.logicalSliced.count > 0:
-                    free = 0 if row.allocatedSlices >= st.logicalSliced.count else row.remaining
-                    max_free = max(max_free, free)
-                if row.mode in rules.shared_modes and row.remaining >= rules.share_units:
-                    free_cards += 1
-            if sliceable_present:
-                labels[sliced_key] = str(max_free)
-            if whole_present:
-                labels[shared_key] = str(free_cards)
+            members = _ledger_members(spec, ledger_group)
+            sliced = [(row, card) for row, card in members if _in_population(card, populations.slicedMaxFreeUnits)]
+            shared = [(row, card) for row, card in members if _in_population(card, populations.sharedFreeCards)]
+            if sliced:
+                labels[sliced_key] = str(max(_free_slice_units(row, card) for row, card in sliced))
+            if shared:
+                labels[shared_key] = str(sum(1 for row, _ in shared
+                                             if row.mode in rules.shared_modes and row.remaining >= rules.share_units))
         return labels
+
+
+def _ledger_members(spec: inputs.DeviceGroup, ledger_group: inputs.LedgerGroup
+                    ) -> list[tuple[inputs.LedgerAccelerator, inputs.Accelerator]]:
+    """The ledger rows of one group joined by id to their spec card; rows without a card are dropped
+    (§5), and so are spec cards without a row (they are simply never reached)."""
+    cards = {c.id: c for c in spec.accelerators}
+    return [(row, cards[row.id]) for row in ledger_group.accelerators if row.id in cards]
+
+
+def _partitioned(card: inputs.Accelerator) -> bool:
+    physical = card.status.physicalSliced
+    return physical is not None and physical.count > 0
+
+
+def _in_population(card: inputs.Accelerator, population: str) -> bool:
+    """``logical``: logically sliceable and not partitioned; ``wholeCard``: not partitioned."""
+    if _partitioned(card):
+        return False
+    if population == "logical":
+        logical = card.status.logicalSliced
+        return logical is not None and logical.count > 0
+    return True
+
+
+def _free_slice_units(row: inputs.LedgerAccelerator, card: inputs.Accelerator) -> int:
+    """0 once every slice slot is taken, however much memory is left; else the row's ``remaining``.
+    A card outside the logical population has no slice slots, so only its ``remaining`` counts."""
+    logical = card.status.logicalSliced
+    if logical is not None and logical.count > 0 and row.allocatedSlices >= logical.count:
+        return 0
+    return row.remaining
