@@ -28,7 +28,7 @@ NODE_FACTS = {"managed", "hasOsArch", "hasAccelerator", "cpuCount", "accelerator
 QUEUE_FACTS = {"acceleratable"}
 LIFECYCLE_FACTS = {"queueExists", "queueDeleting", "instanceTypeDeleting", "inactive", "noFlavors", "hasGroups",
                    "carriesQuota", "currentStopPolicy", "drained", "adminStopped", "hasWorkloads",
-                   "savedStopPolicy", "acceleratable"}
+                   "savedStopPolicy", "acceleratable", "inactiveHeld", "planRefused"}
 CPU_FLAVOR_FIELDS = {"gKey", "gManu", "os", "arch", "count", "profile"}
 ACCEL_FLAVOR_FIELDS = CPU_FLAVOR_FIELDS | {"aKey", "manufacturer"}
 QUOTA_VARIABLES = {"capacity", "count", "nodes", "M"}
@@ -100,6 +100,15 @@ class StopPolicyRule:
 
 
 @dataclass(frozen=True)
+class SavedStopPolicyRule:
+    name: str
+    when: CompiledCondition
+    stop_policy: str  # a stop policy, "current" or "saved"
+    annotations: tuple[tuple[str, str], ...]
+    origin: str
+
+
+@dataclass(frozen=True)
 class LifecycleWarningRule:
     name: str
     when: CompiledCondition
@@ -159,6 +168,7 @@ class Rules:
     resource_flavor_prefix: str = ""  # the literal start shared by both flavor name formats
     lifecycle: tuple[StopPolicyRule, ...] = ()
     lifecycle_warnings: tuple[LifecycleWarningRule, ...] = ()
+    lifecycle_save: tuple[SavedStopPolicyRule, ...] = ()
     lifecycle_markers: schema.LifecycleMarkers | None = None
     origins: dict[str, str] = field(default_factory=dict)
     models: dict[str, Any] = field(default_factory=dict)  # kind → validated model (explain)

@@ -10,7 +10,8 @@ from gpustack_render import schema
 from gpustack_render.errors import did_you_mean
 from gpustack_render.expressions import Arithmetic, NameFormat, always, compile_condition
 from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, LIFECYCLE_FACTS, CapacityFamilyRule,
-                                   LifecycleWarningRule, StopPolicyRule, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL, NODE_FACTS,
+                                   LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule, CPU_FLAVOR_FIELDS,
+                                   HOSTNAME_LEVEL, NODE_FACTS,
                                    QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
                                    KindMetadata, ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
 
@@ -213,6 +214,14 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     if lifecycle.stopPolicy[-1].when is not None:
         c.fail("Lifecycle", ("stopPolicy", len(lifecycle.stopPolicy) - 1, "when"),
                "the last stopPolicy rule must have no 'when' (the default)")
+    save_rules = []
+    for i, saved in enumerate(lifecycle.save):
+        loc = ("save", i)
+        when = cond("Lifecycle", loc + ("when",), saved.when, LIFECYCLE_FACTS) if saved.when else always
+        c.at("Lifecycle", loc + ("name",), lambda: None)  # records the rule's file:line for explain
+        save_rules.append(SavedStopPolicyRule(saved.name, when or always, saved.stopPolicy,
+                                              tuple(sorted(saved.annotations.items())),
+                                              c.origins[f"Lifecycle:save.{i}.name"]))
     lifecycle_warnings = []
     for i, warning in enumerate(lifecycle.warnings):
         loc = ("warnings", i)
@@ -246,7 +255,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         pin_sliced_card=pin_formats[0], pin_sliced_units=pin_formats[1], pin_shared_cards=pin_formats[2],
         resource_flavor_prefix=os.path.commonprefix([flavor_kinds["cpu"].name.parts[0][0],  # type: ignore[union-attr]
                                                      flavor_kinds["accelerated"].name.parts[0][0]]),  # type: ignore[union-attr]
-        lifecycle=tuple(stop_rules), lifecycle_warnings=tuple(lifecycle_warnings),
+        lifecycle=tuple(stop_rules), lifecycle_warnings=tuple(lifecycle_warnings), lifecycle_save=tuple(save_rules),
         lifecycle_markers=lifecycle.markers,
         origins=c.origins, models=m, diff=m["Diff"], output=output,
     )

@@ -368,6 +368,7 @@ class LifecycleMarkers(Strict):
     emptyPlanHold: NonEmpty
     savedStopPolicy: NonEmpty
     savedWhenUnset: NonEmpty
+    inactiveHold: NonEmpty  # on a Hold that comes from spec.inactive: released when inactive is cleared
 
 
 class StopPolicyRule(Strict):
@@ -385,10 +386,20 @@ class LifecycleWarning(Strict):
     message: NonEmpty
 
 
+class SavedStopPolicyRule(Strict):
+    """What a drain records as the policy to restore: a stop policy, or ``current`` (the queue's,
+    ``markers.savedWhenUnset`` when it has none) or ``saved`` (what an earlier drain recorded)."""
+    name: NonEmpty
+    when: Condition | None = None
+    stopPolicy: Literal["None", "Hold", "HoldAndDrain", "current", "saved"]
+    annotations: dict[NonEmpty, str] = {}
+
+
 class LifecycleRules(Envelope):
     kind: Literal["Lifecycle"]
     markers: LifecycleMarkers
     stopPolicy: list[StopPolicyRule] = Field(min_length=1)
+    save: list[SavedStopPolicyRule] = []
     warnings: list[LifecycleWarning] = []
 
 

@@ -30,7 +30,9 @@ finalizing; the zone Topology; inactive AdmissionChecks; every setting flipped a
 fixed shapes, and over every fixture case that renders. Everything runs in-process through
 :mod:`gpustack_render.pipeline`; snapshots are JSON files in a temporary directory.
 
-At the end, a regression test: kept groups are never emptied by finalizing flavors.
+At the end, a regression test: kept groups are never emptied by finalizing flavors, and the lifecycle
+transitions of stage4-chain.md §2.6.1 walked step by step (render, apply, change one thing, render,
+render once more), in both directions, with the stop policy and markers expected at each step.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ PROFILE = "topology.gpustack.ai/profile"
 AKEY = "acceleratable.feature.gpustack.ai/"
 EMPTY_PLAN = "topology.gpustack.ai/empty-plan-hold"
 SAVED = "topology.gpustack.ai/migration-stop-policy"
+INACTIVE_HOLD = "topology.gpustack.ai/inactive-hold"
 TAS = "topology.gpustack.ai/tas-queue"
 HOSTNAME_PROFILE = "fnv64-87bf574bea2a4f23"
 ZONE_PROFILE = "fnv64-f7b1861ac0399767"  # levels topology.kubernetes.io/zone + kubernetes.io/hostname
 APPLIED_KINDS = {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck", "InstanceType"}
 # Lifecycle rules whose Hold/HoldAndDrain is the renderer's own decision (not an admin's hold kept or
 # restored): the next render must not read them as an admin's stop and warn about a back-fill.
-RENDERER_HOLDS = {"being-deleted", "drain-while-workloads", "drain-no-flavors", "inactive", "empty-plan-hold"}
+RENDERER_HOLDS = {"being-deleted", "drain-while-workloads", "drain-no-flavors", "refused-return", "inactive",
+                  "empty-plan-hold"}
 SETTINGS = ("instance-type-aware-cpu-manufacturer", "instance-type-mixed-on-node", "instance-type-derived-from-node",
             "instance-type-drain-when-no-flavors", "node-management-manual")
 
@@ -195,6 +199,8 @@ def cluster_queue(draw: st.DrawFn, name: str, flavors: list[str]) -> dict[str, A
         annotations[EMPTY_PLAN] = "true"
     if marker.startswith("saved-") or marker == "both":
         annotations[SAVED] = marker[len("saved-"):] if marker.startswith("saved-") else "None"
+    if draw(st.sampled_from([False, False, False, True])):  # a Hold that came from spec.inactive
+        annotations[INACTIVE_HOLD] = "true"
     spec: dict[str, Any] = {"namespaceSelector": {}}
     if draw(st.booleans()):
         resource = draw(st.sampled_from(["cpu", "credits.gpustack.ai/nvidia"]))
@@ -482,3 +488,125 @@ def test_kept_groups_never_lose_all_flavors(name: str, tmp_path: Path) -> None:
             f"ClusterQueue/{queue['metadata']['name']}: a resource group without flavors: {groups}"
         if not groups:
             assert queue["spec"]["stopPolicy"] != "None", f"ClusterQueue/{queue['metadata']['name']}: no flavor, not held"
+
+
+# ------------------------------------------------------------------------------------------------
+# Transitions that need the queue's history (stage4-chain.md §2.6.1), walked step by step: render,
+# apply, change one thing, render, apply, render once more (which must not change anything). At each
+# step the queue team-l4 must show the expected stopPolicy and lifecycle annotations, and no renderer
+# hold may read back as an admin's (back-fill warning) unless the step expects it.
+# ------------------------------------------------------------------------------------------------
+
+Objects = list[dict[str, Any]]
+L4_ZONE_NODE = {**L4_NODE, "zone": True}  # its profile fnv64-f7b1... has no Topology until one is added
+ZONE_TOPOLOGY = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "gpustack-" + ZONE_PROFILE},
+                 "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+
+
+def set_inactive(value: bool) -> Any:
+    def change(objects: Objects) -> Objects:
+        for obj in objects:
+            if obj["kind"] == "InstanceType" and obj["metadata"]["name"] == "team-l4":
+                obj["spec"]["inactive"] = value
+        return objects
+    return change
+
+
+def without_node(name: str) -> Any:
+    return lambda objects: [o for o in objects if not (o["kind"] == "Node" and o["metadata"]["name"] == name)]
+
+
+def with_objects(*new: dict[str, Any]) -> Any:
+    return lambda objects: objects + [copy.deepcopy(o) for o in new]
+
+
+def admin_hold(objects: Objects) -> Objects:
+    """The admin sets Hold on the queue directly (kubectl patch): only spec.stopPolicy changes."""
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue" and obj["metadata"]["name"] == "team-l4":
+            obj["spec"]["stopPolicy"] = "Hold"
+    return objects
+
+
+def _state(render: Render) -> tuple[str, dict[str, str], bool]:
+    queue = next(o for o in render.objects if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "team-l4")
+    annotations = {k: v for k, v in (queue["metadata"].get("annotations") or {}).items() if k != TAS}
+    return queue["spec"]["stopPolicy"], annotations, "team-l4" in render.backfill_warnings()
+
+
+HOLD_MARKED = ("Hold", {INACTIVE_HOLD: "true"}, False)
+NONE = ("None", {}, False)
+START = [node_object(CPU_NODE), node_object(L4_NODE), L4_IT]
+# name -> (snapshot, [(what changes, change, expected (stopPolicy, annotations without tas-queue, back-fill warned))])
+TRANSITIONS: dict[str, tuple[Objects, list[tuple[str, Any, tuple[str, dict[str, str], bool]]]]] = {
+    "inactive-hold-and-release": (START, [
+        ("first render", None, NONE),
+        ("InstanceType inactive", set_inactive(True), HOLD_MARKED),
+        ("InstanceType reactivated", set_inactive(False), NONE),
+    ]),
+    "admin-hold-stays": (START, [
+        ("first render", None, NONE),
+        ("admin sets Hold on the queue", admin_hold, ("Hold", {}, True)),
+        ("InstanceType inactive (the back-fill)", set_inactive(True), HOLD_MARKED),
+        ("InstanceType reactivated", set_inactive(False), NONE),
+    ]),
+    "drained-inactive-then-reactivated": (START, [
+        ("InstanceType inactive", set_inactive(True), HOLD_MARKED),
+        ("its flavors go", without_node("node-l4"), ("HoldAndDrain", {SAVED: "Hold", INACTIVE_HOLD: "true"}, False)),
+        ("InstanceType reactivated while it waits", set_inactive(False), ("HoldAndDrain", {SAVED: "None"}, False)),
+        ("flavors return", with_objects(node_object(L4_NODE)), NONE),
+    ]),
+    "drained-active-then-inactive": (START, [
+        ("first render", None, NONE),
+        ("its flavors go", without_node("node-l4"), ("HoldAndDrain", {SAVED: "None"}, False)),
+        ("InstanceType inactive while it waits", set_inactive(True),
+         ("HoldAndDrain", {SAVED: "Hold", INACTIVE_HOLD: "true"}, False)),
+        ("flavors return", with_objects(node_object(L4_NODE)), HOLD_MARKED),
+        ("InstanceType reactivated", set_inactive(False), NONE),
+    ]),
+    "drained-admin-hold-kept": (START, [
+        ("admin sets Hold on the queue", lambda o: admin_hold(with_objects(_queue())(o)), ("Hold", {}, True)),
+        ("its flavors go", without_node("node-l4"), ("HoldAndDrain", {SAVED: "Hold"}, False)),
+        ("InstanceType inactive while it waits", set_inactive(True), ("HoldAndDrain", {SAVED: "Hold"}, False)),
+        ("InstanceType reactivated while it waits", set_inactive(False), ("HoldAndDrain", {SAVED: "Hold"}, False)),
+        ("flavors return", with_objects(node_object(L4_NODE)), ("Hold", {}, True)),
+    ]),
+    "refused-return-keeps-saved": (START, [
+        ("admin sets Hold on the queue", lambda o: admin_hold(with_objects(_queue())(o)), ("Hold", {}, True)),
+        ("its flavors go", without_node("node-l4"), ("HoldAndDrain", {SAVED: "Hold"}, False)),
+        ("a Node returns whose profile has no Topology (refused)", with_objects(node_object(L4_ZONE_NODE)),
+         ("HoldAndDrain", {SAVED: "Hold"}, False)),
+        ("the Topology is added (plan applied)", with_objects(ZONE_TOPOLOGY), ("Hold", {}, True)),
+    ]),
+    "refused-return-of-active-queue": (START, [
+        ("first render", None, NONE),
+        ("its flavors go", without_node("node-l4"), ("HoldAndDrain", {SAVED: "None"}, False)),
+        ("a Node returns whose profile has no Topology (refused)", with_objects(node_object(L4_ZONE_NODE)),
+         ("HoldAndDrain", {SAVED: "None"}, False)),
+        ("the Topology is added (plan applied)", with_objects(ZONE_TOPOLOGY), NONE),
+    ]),
+}
+
+
+def walk(snapshot: Objects, steps: list[tuple[str, Any, Any]], workdir: Path) -> list[tuple[str, Any]]:
+    """Each step: change, render, apply, render again (must be unchanged). Returns the states seen."""
+    seen = []
+    current = copy.deepcopy(snapshot)
+    for i, (what, change, _) in enumerate(steps):
+        if change is not None:
+            current = change(current)
+        first = Render(current, DEFAULTS, workdir, 2 * i)
+        current = apply(current, first)
+        again = Render(current, DEFAULTS, workdir, 2 * i + 1)
+        without_created = [o for o in first.objects if o["kind"] != "InstanceType"]
+        assert again.text() == first.text(without_created), f"step '{what}': render -> apply -> render changed the output"
+        state = _state(first)
+        seen.append((what, (state[0], state[1], _state(again)[2])))
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(TRANSITIONS))
+def test_lifecycle_transitions(name: str, tmp_path: Path) -> None:
+    snapshot, steps = TRANSITIONS[name]
+    seen = walk(snapshot, steps, tmp_path)
+    assert seen == [(what, expected) for what, _, expected in steps]

@@ -131,21 +131,7 @@ class QueueBuilder:
         assert markers is not None
         annotations = (existing.metadata.annotations or {}) if existing else {}
         current = existing.spec.stopPolicy if existing else ""
-        saved = annotations.get(markers.savedStopPolicy, "")
-        marked = markers.emptyPlanHold in annotations or markers.savedStopPolicy in annotations
-        facts = {
-            "queueExists": existing is not None,
-            "queueDeleting": bool(existing and existing.metadata.deletionTimestamp is not None),
-            "instanceTypeDeleting": it_deleting, "inactive": inactive, "noFlavors": not selected,
-            "hasGroups": bool(plan.flavors or plan.kept_resource_groups),
-            "carriesQuota": bool(existing) and any(r.nominalQuota > 0 for g in existing.spec.resourceGroups
-                                                   for f in g.flavors for r in f.resources),
-            "currentStopPolicy": current, "drained": current == "HoldAndDrain",
-            "adminStopped": current in ("Hold", "HoldAndDrain") and not marked,
-            "hasWorkloads": bool(existing) and (existing.status.reservingWorkloads > 0
-                                                or existing.status.admittedWorkloads > 0),
-            "savedStopPolicy": saved, "acceleratable": acceleratable,
-        }
+        facts = self._lifecycle_facts(plan, selected, existing, inactive, it_deleting, acceleratable)
         for warning in self.rules.lifecycle_warnings:
             if warning.when(facts, self.settings):
                 self.diag.warn(f"ClusterQueue/{plan.name}: " + warning.message.render(
@@ -159,8 +145,51 @@ class QueueBuilder:
                 plan.flavors = []
                 plan.kept_resource_groups = existing.raw_resource_groups if existing else None
             plan.annotations.update(rule.annotations)
+            why = f"stopPolicy {rule.stop_policy} by lifecycle rule '{rule.name}' ({rule.origin})"
             if rule.save_stop_policy:
-                plan.annotations[markers.savedStopPolicy] = saved if current == "HoldAndDrain" and saved \
-                    else (current or markers.savedWhenUnset)
-            return rule.stop_policy, f"stopPolicy {rule.stop_policy} by lifecycle rule '{rule.name}' ({rule.origin})"
+                value, save_why = self._saved_policy(facts, current, annotations.get(markers.savedStopPolicy, ""),
+                                                     plan.annotations)
+                plan.annotations[markers.savedStopPolicy] = value
+                why += f"; saves {value} by save rule {save_why}"
+            return rule.stop_policy, why
         return "None", "stopPolicy None: no lifecycle rule applied"
+
+    def _lifecycle_facts(self, plan: ClusterQueuePlan, selected: list[FlavorPlan],
+                         existing: inputs.ClusterQueue | None, inactive: bool, it_deleting: bool,
+                         acceleratable: bool) -> dict[str, Any]:
+        """The facts the lifecycle rules read. The renderer's own holds carry a marker (rules'
+        ``markers``), so that the next render, which sees only the objects, can tell them from an
+        admin's hold."""
+        markers = self.rules.lifecycle_markers
+        assert markers is not None
+        annotations = (existing.metadata.annotations or {}) if existing else {}
+        current = existing.spec.stopPolicy if existing else ""
+        marked = any(m in annotations for m in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold))
+        return {
+            "queueExists": existing is not None,
+            "queueDeleting": bool(existing and existing.metadata.deletionTimestamp is not None),
+            "instanceTypeDeleting": it_deleting, "inactive": inactive, "noFlavors": not selected,
+            "hasGroups": bool(plan.flavors or plan.kept_resource_groups),
+            "carriesQuota": bool(existing) and any(r.nominalQuota > 0 for g in existing.spec.resourceGroups
+                                                   for f in g.flavors for r in f.resources),
+            "currentStopPolicy": current, "drained": current == "HoldAndDrain",
+            "adminStopped": current in ("Hold", "HoldAndDrain") and not marked,
+            "hasWorkloads": bool(existing) and (existing.status.reservingWorkloads > 0
+                                                or existing.status.admittedWorkloads > 0),
+            "savedStopPolicy": annotations.get(markers.savedStopPolicy, ""), "acceleratable": acceleratable,
+            "inactiveHeld": markers.inactiveHold in annotations, "planRefused": bool(plan.refusal),
+        }
+
+    def _saved_policy(self, facts: Mapping[str, Any], current: str, saved: str,
+                      annotations: dict[str, str]) -> tuple[str, str]:
+        """The policy a drain records for the restore: the first save rule that holds (rules/lifecycle.yaml
+        ``save``) names it and may add markers; with no rule, the queue's current policy."""
+        markers = self.rules.lifecycle_markers
+        assert markers is not None
+        for rule in self.rules.lifecycle_save:
+            if rule.when(facts, self.settings):
+                annotations.update(rule.annotations)
+                value = {"current": current or markers.savedWhenUnset, "saved": saved}.get(rule.stop_policy,
+                                                                                          rule.stop_policy)
+                return value or markers.savedWhenUnset, f"'{rule.name}' ({rule.origin})"
+        return current or markers.savedWhenUnset, "default (the current policy)"
