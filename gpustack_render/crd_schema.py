@@ -2,9 +2,9 @@
 
 A CRD's ``openAPIV3Schema`` is almost JSON Schema; the differences that matter for validating
 manifests are bridged here: ``x-kubernetes-int-or-string`` becomes ``anyOf: [integer, string]``,
-``nullable`` admits ``null``, Go RE2 patterns become Python ones. CEL rules
-(``x-kubernetes-validations``) are not evaluated; the Kueue limits they encode that matter to the
-renderer are checked directly by :mod:`gpustack_render.validate`.
+``nullable`` admits ``null``, Go RE2 patterns become Python ones. The CEL rules
+(``x-kubernetes-validations``) of each CRD version are compiled once by
+:mod:`gpustack_render.cel_rules` (:meth:`Crds.cel_plan`) and evaluated per object.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ _MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions")
 _SUB_KEYS = ("items", "additionalProperties", "not", "contains", "propertyNames")
 _LIST_KEYS = ("anyOf", "allOf", "oneOf", "prefixItems")
 _GO_FLAGS = re.compile(r"^\^\(\?([imsU]+)\)")
+# Schema errors after which the API server does not run a CRD's CEL rules (apiextensions
+# strategy.go hasBlockingErr: NotSupported, Required, TooLong, TooMany, TypeInvalid): the object
+# lacks the shape the rules were written for. In JSON Schema words:
+BLOCKING_VALIDATORS = frozenset({"enum", "required", "maxLength", "maxItems", "maxProperties", "type"})
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Crds:
     kinds: dict[tuple[str, str], dict[str, CrdVersion]] = field(default_factory=dict)
     source: str = ""
     _validators: dict[tuple[str, str, str, bool], Any] = field(default_factory=dict)
+    _cel_plans: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
     def add(self, crd: dict[str, Any], where: str) -> None:
         spec = crd.get("spec")
@@ -61,6 +66,16 @@ class Crds:
             schema = self.kinds[(group, kind)][version].schema or {}
             self._validators[key] = Draft202012Validator(to_jsonschema(schema, strict), format_checker=_formats())
         return self._validators[key]
+
+
+    def cel_plan(self, group: str, kind: str, version: str) -> Any:
+        """The version's CEL rules compiled once (a render holds thousands of objects of a kind)."""
+        key = (group, kind, version)
+        if key not in self._cel_plans:
+            from gpustack_render.cel_rules import compile_schema
+            schema = self.kinds[(group, kind)][version].schema or {}
+            self._cel_plans[key] = compile_schema(schema, f"CRD {kind}{'.' + group if group else ''} {version}")
+        return self._cel_plans[key]
 
 
 def _walk(node: Any, fn: Callable[[dict[str, Any]], None]) -> None:
