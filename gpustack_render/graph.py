@@ -294,7 +294,9 @@ def dot_string(text: str) -> str:
 
 
 def _dot_label(lines: Sequence[str]) -> str:
-    return '"' + "\\n".join(dot_string(line)[1:-1] for line in lines) + '"'
+    """A label's lines joined by DOT's ``\\n``; ``&`` written as ``&amp;`` since Graphviz reads HTML
+    entities in labels (a name holding ``&lt;`` would otherwise be drawn as ``<``)."""
+    return '"' + "\\n".join(dot_string(line.replace("&", "&amp;"))[1:-1] for line in lines) + '"'
 
 
 def to_dot(graph: PoolGraph) -> str:
@@ -318,7 +320,7 @@ def to_dot(graph: PoolGraph) -> str:
         out.append(f"  {dot_string('nodes:' + flavor.name)} -> {dot_string('rf:' + flavor.name)};")
     for edge in graph.edges:
         label = _edge_label(edge)
-        attrs = f" [label={dot_string(label)}]" if label else ""
+        attrs = f" [label={_dot_label([label])}]" if label else ""
         out.append(f"  {dot_string('rf:' + edge.flavor)} -> {dot_string('cq:' + edge.queue)}{attrs};")
     for queue in graph.queues:
         if queue.local_queues:
