@@ -97,9 +97,10 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
 
 def _register() -> None:
     """Each further command lives in its own module under ``gpustack_render.commands``."""
-    from gpustack_render.commands import (diff_cmd, explain_cmd, lint_cmd, pin_cmd, schema_cmd, snapshot_cmd,
-                                          test_cmd, validate_cmd)
-    for module in (diff_cmd, validate_cmd, snapshot_cmd, lint_cmd, explain_cmd, test_cmd, schema_cmd, pin_cmd):
+    from gpustack_render.commands import (diff_cmd, explain_cmd, graph_cmd, lint_cmd, pin_cmd, schema_cmd,
+                                          snapshot_cmd, summary_cmd, test_cmd, validate_cmd)
+    for module in (diff_cmd, validate_cmd, snapshot_cmd, lint_cmd, explain_cmd, test_cmd, schema_cmd, pin_cmd,
+                   graph_cmd, summary_cmd):
         main.add_command(module.command)
     for command in (main, *main.commands.values()):
         add_global_options(command)
