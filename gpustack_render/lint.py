@@ -16,6 +16,7 @@ from gpustack_render.errors import Problem, UserError
 from gpustack_render.resources import default_rules_dir
 
 RULE_SUFFIXES = (".yaml", ".yml")
+BUILT_IN = "built-in"
 
 
 @dataclass
@@ -23,6 +24,13 @@ class LintResult:
     rules_dir: Path
     files: list[Path]
     problems: list[Problem]
+    built_in: bool = False  # no --rules: the packaged rules (whatever directory they live in)
+
+    @property
+    def source(self) -> str:
+        """Which rules were checked, as the summary line names them: a clean lint of the wrong
+        directory (the built-in rules instead of a GitOps repository's) must not pass unnoticed."""
+        return BUILT_IN if self.built_in else str(self.rules_dir)
 
     @property
     def ok(self) -> bool:
@@ -33,14 +41,14 @@ class LintResult:
         if self.problems:
             bad = len({p.file for p in self.problems})
             lines.append(f"{_plural(len(self.problems), 'problem')} in {_plural(bad, 'file')} "
-                         f"({_plural(len(self.files), 'rule file')} checked)")
+                         f"({_plural(len(self.files), 'rule file')} checked, rules: {self.source})")
         else:
-            lines.append(f"{_plural(len(self.files), 'rule file')} OK")
+            lines.append(f"{_plural(len(self.files), 'rule file')} OK (rules: {self.source})")
         return "\n".join(lines) + "\n"
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "rulesDir": str(self.rules_dir), "files": [str(f) for f in self.files], "ok": self.ok,
+            "rulesDir": str(self.rules_dir), "rules": self.source, "files": [str(f) for f in self.files], "ok": self.ok,
             "problems": [{"file": p.file, "line": p.line, "column": p.column, "path": p.path or None,
                           "message": p.message, "hint": p.hint or None, "severity": p.severity,
                           "text": p.format()} for p in self.problems],
@@ -76,5 +84,5 @@ def lint_rules(rules_dir: Path | None = None) -> LintResult:
         load_rules(directory)
     except UserError as err:
         problems = [dataclasses.replace(p, compiler_style=True) for p in err.problems]
-        return LintResult(directory, files, problems)
-    return LintResult(directory, files, [])
+        return LintResult(directory, files, problems, built_in=rules_dir is None)
+    return LintResult(directory, files, [], built_in=rules_dir is None)

@@ -28,7 +28,7 @@ RULES = REPO / "rules"
 # "<file>[:<line>:<col>]: error: [<path>: ]<message>" — and never a program prefix on lint's lines
 _LINE = re.compile(r"^(?P<file>[^:\s]+)(?::(?P<line>\d+):(?P<col>\d+))?: error: (?:(?P<path>[A-Za-z0-9_.\-]+): )?"
                    r"(?P<msg>.+)$")
-_SUMMARY = re.compile(r"^\d+ problems? in \d+ files? \(\d+ rule files? checked\)$")
+_SUMMARY = re.compile(r"^\d+ problems? in \d+ files? \(\d+ rule files? checked, rules: \S+\)$")
 # pydantic's own wording must never reach the user
 _PYDANTIC = re.compile(r"Input should|validation error|Field required|errors\.pydantic\.dev|type=|Extra inputs",
                        re.IGNORECASE)
@@ -100,8 +100,8 @@ def _unknown_tier(r: Path) -> list[Want]:
 
 
 def _unknown_fact(r: Path) -> list[Want]:
-    line = replace(r, "lifecycle.yaml", "    when: {fact: inactive}", "    when: {fact: inactiv}")
-    return [Want("lifecycle.yaml", line, "unknown fact 'inactiv' (did you mean 'inactive'?)")]
+    line = replace(r, "queues.yaml", "- {fact: acceleratable}", "- {fact: acceleratabel}")
+    return [Want("queues.yaml", line, "unknown fact 'acceleratabel' (did you mean 'acceleratable'?)")]
 
 
 def _expression_syntax(r: Path) -> list[Want]:
@@ -251,12 +251,12 @@ def test_builtin_rules_are_clean() -> None:
     proc = run_cli("lint")
     files = [p for p in RULES.iterdir() if p.suffix in (".yaml", ".yml")]
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
-    assert proc.stdout == f"{len(files)} rule files OK\n"
+    assert proc.stdout == f"{len(files)} rule files OK (rules: built-in)\n"
 
 
 def test_explicit_rules_directory_is_clean() -> None:
     proc = run_cli("lint", "--rules", "rules")
-    assert proc.returncode == 0 and proc.stdout.endswith("rule files OK\n"), proc.stdout + proc.stderr
+    assert proc.returncode == 0 and proc.stdout.endswith("rule files OK (rules: rules)\n"), proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("edit", list(CASES.values()), ids=list(CASES))
@@ -287,7 +287,7 @@ def test_all_problems_of_all_files_at_once(tmp_path: Path) -> None:
     assert len(lines) == len(wants), proc.stdout
     files = {w.file for w in wants}
     assert summary == f"{len(wants)} problems in {len(files)} files (" \
-                      f"{len(list(rules.glob('*.yaml')))} rule files checked)"
+                      f"{len(list(rules.glob('*.yaml')))} rule files checked, rules: {rules})"
 
 
 def test_a_shape_error_does_not_hide_meaning_errors_elsewhere(tmp_path: Path) -> None:
@@ -311,8 +311,9 @@ def test_json_format(tmp_path: Path) -> None:
         ("naming.yaml", wants[0].line, "resourceFlavor.cpu")
     assert placeholder["hint"] == "did you mean 'gKey'?"
     assert placeholder["text"].endswith("unknown placeholder 'gkey' (did you mean 'gKey'?)")
+    assert data["rules"] == str(rules)
     clean = json.loads(run_cli("lint", "--format", "json").stdout)
-    assert clean["ok"] is True and clean["problems"] == []
+    assert clean["ok"] is True and clean["problems"] == [] and clean["rules"] == "built-in"
 
 
 def test_missing_rules_directory_is_a_usage_error(tmp_path: Path) -> None:
@@ -396,3 +397,27 @@ def test_broken_builtin_rules_still_report_every_file(tmp_path: Path, monkeypatc
     check(Path("rules"), lines, wants)
     assert not any("@HEAD" in line.raw for line in lines)
 
+
+
+# --- which rules were checked (in-process) --------------------------------------------------------
+
+def lint_in_process(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    result = CliRunner().invoke(main, ["lint", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_lint_names_the_rules_it_checked(tmp_path: Path) -> None:
+    """A clean lint of the wrong directory must be visible: the summary names built-in or the directory."""
+    rules = copy_rules(tmp_path)
+    count = len(list(rules.glob("*.yaml")))
+    assert lint_in_process() == (0, f"{count} rule files OK (rules: built-in)\n", "")
+    assert lint_in_process("--rules", str(rules)) == (0, f"{count} rule files OK (rules: {rules})\n", "")
+    line = replace(rules, "queues.yaml", "maxFlavorsPerGroup: 64", "maxFlavorsPerGroup: many")
+    code, out, _ = lint_in_process("--rules", str(rules))
+    assert code == 1
+    assert out.splitlines() == [
+        f"{rules / 'queues.yaml'}:{line}:21: error: maxFlavorsPerGroup: expected a whole number, got a string 'many'",
+        f"1 problem in 1 file ({count} rule files checked, rules: {rules})"]
