@@ -212,8 +212,8 @@ def compare(desired_objects: Sequence[dict[str, Any]], current_objects: Iterable
     return changes
 
 
-def quantity_text(value: Any) -> str:
-    """An exact amount (a Fraction) as a quantity string: a snapshot capacity, a quota total."""
+def _quantity_text(value: Any) -> str:
+    """A snapshot capacity (a Fraction) as a quantity string, for showing the before side."""
     if getattr(value, "denominator", 1) == 1:
         return format_decimal_si(int(value))
     milli = value * 1000
@@ -236,7 +236,7 @@ def node_changes(nodes: Mapping[str, Any], entries: Sequence[dict[str, Any]]) ->
         have = node.status.capacity if status else node.metadata.labels
         before: dict[str, Any] = {base[0]: {}}
         if have is not None:
-            before[base[0]][base[1]] = {k: quantity_text(v) if status else v for k, v in have.items()}
+            before[base[0]][base[1]] = {k: _quantity_text(v) if status else v for k, v in have.items()}
         after = jsonpatch.apply_patch(before, entry["patch"])
         prefix = "/" + "/".join(base)
         touched: list[str] = []

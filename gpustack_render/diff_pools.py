@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
-from gpustack_render.diff import DiffPolicy, quantity_text
+from gpustack_render.diff import DiffPolicy
+from gpustack_render.graph import queue_quota
 from gpustack_render.manifests import Key, identity
-from gpustack_render.quantity import QuantityError, parse_quantity
 
 QUEUE_KIND = "ClusterQueue"
 FLAVOR_KIND = "ResourceFlavor"
@@ -32,7 +31,7 @@ class PoolSide:
 
     nodes: int
     flavors: tuple[str, ...]               # sorted: the order of flavors in a queue is not a pool change
-    quota: tuple[tuple[str, str], ...]     # (resource, total nominalQuota) in the queue's order
+    quota: tuple[tuple[str, str], ...]     # (resource, total nominalQuota), sorted by resource
     stop_policy: str
 
 
@@ -75,9 +74,6 @@ class NodeCounter:
             chosen |= self.matches.get(name, frozenset())
         return sum(self.sizes[i] for i in chosen)
 
-    def per_flavor(self) -> dict[str, int]:
-        return {name: sum(self.sizes[i] for i in found) for name, found in self.matches.items()}
-
 
 def _of_kind(objects: Iterable[dict[str, Any]], kind: str) -> dict[Key, dict[str, Any]]:
     return {key: obj for obj in objects if (key := identity(obj))[1] == kind}
@@ -100,26 +96,12 @@ def _groups(queue: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def queue_flavors(queue: Mapping[str, Any]) -> list[str]:
     """The flavor names of a ClusterQueue's resource groups, in order."""
-    return [str(f["name"]) for g in _groups(queue) for f in g.get("flavors") or []
+    return [str(f["name"]) for g in _groups(queue) for f in _as_list(g.get("flavors"))
             if isinstance(f, dict) and f.get("name")]
 
 
-def _quota(queue: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """Total ``nominalQuota`` per resource over all flavors; an unparsable value is shown as is."""
-    totals: dict[str, Fraction | str] = {}
-    for group in _groups(queue):
-        for flavor in group.get("flavors") or []:
-            for resource in (flavor.get("resources") or []) if isinstance(flavor, dict) else []:
-                if not isinstance(resource, dict) or "name" not in resource:
-                    continue
-                name, have = str(resource["name"]), totals.get(str(resource["name"]), Fraction(0))
-                try:
-                    amount = parse_quantity(resource.get("nominalQuota", 0))
-                except QuantityError:
-                    totals[name] = str(resource.get("nominalQuota"))
-                    continue
-                totals[name] = have + amount if isinstance(have, Fraction) else have
-    return tuple((k, v if isinstance(v, str) else quantity_text(v)) for k, v in totals.items())
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _side(queue: Mapping[str, Any] | None, nodes: NodeCounter, default_stop: str) -> PoolSide | None:
@@ -127,15 +109,17 @@ def _side(queue: Mapping[str, Any] | None, nodes: NodeCounter, default_stop: str
         return None
     flavors = queue_flavors(queue)
     spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
-    return PoolSide(nodes.count(flavors), tuple(sorted(set(flavors))), _quota(queue),
+    return PoolSide(nodes.count(flavors), tuple(sorted(set(flavors))), queue_quota(dict(queue)),
                     str(spec.get(STOP_POLICY[1], default_stop)))
 
 
 @dataclass
 class PoolComparison:
     rows: list[PoolRow]
-    before_counts: dict[str, int]   # Nodes per current flavor
-    after_counts: dict[str, int]    # Nodes per desired flavor
+
+    def changed_desired(self) -> list[str]:
+        """The pools that change and still exist after: what the diagram draws."""
+        return [row.name for row in self.rows if row.change and row.after is not None]
 
 
 def compare_pools(desired: Sequence[dict[str, Any]], current: Iterable[dict[str, Any]], policy: DiffPolicy,
@@ -153,4 +137,4 @@ def compare_pools(desired: Sequence[dict[str, Any]], current: Iterable[dict[str,
         rows.append(PoolRow(key[3], _side(have.get(key), before, default_stop),
                             _side(want.get(key), after, default_stop)))
     rows.sort(key=lambda row: not row.change)  # stable: names stay sorted inside each group
-    return PoolComparison(rows, before.per_flavor(), after.per_flavor())
+    return PoolComparison(rows)

@@ -9,19 +9,19 @@ import difflib
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from gpustack_render.diff import Change, summarise
 from gpustack_render.diff_pools import PoolComparison, PoolRow, PoolSide
 from gpustack_render.yamlio import dump_json, dump_yaml
 
 # GitHub rejects comments over 65,536 characters; keep a margin for the surrounding text. Each part
-# has its own budget (pools 10k + diagram 8k + objects table 30k, the diffs fill the rest), so a huge
+# has its own budget (pools 10k + diagram 12k + objects table 30k, the diffs fill the rest), so a huge
 # pool table can never push the object table out, and the total stays under MARKDOWN_BUDGET.
 MARKDOWN_BUDGET = 60_000
 MARKDOWN_TABLE_BUDGET = 30_000
 MARKDOWN_POOL_BUDGET = 10_000
-MARKDOWN_DIAGRAM_BUDGET = 8_000
+MARKDOWN_DIAGRAM_BUDGET = 12_000
 MARKDOWN_FIELDS_SHOWN = 6
 HEADING = "### gpustack-render diff"
 
@@ -44,7 +44,7 @@ class ReportExtras:
     """What the markdown comment shows besides the changes: the pools, their diagram, warnings."""
 
     pools: PoolComparison | None = None
-    diagram: str | None = None   # Mermaid source of the changed pools
+    diagram: Callable[[Sequence[str]], str] | None = None  # pool names → their Mermaid source
     warnings: list[str] = field(default_factory=list)
 
 
@@ -130,13 +130,27 @@ def _pool_section(pools: PoolComparison) -> tuple[str, int]:
     return "".join(out) + "\n", 0
 
 
-def _diagram_section(diagram: str) -> str:
-    """The Mermaid block, or a note when it would not fit its budget (a cut diagram would not parse)."""
-    fence = _fence(diagram)
-    block = f"{fence}mermaid\n{diagram.rstrip()}\n{fence}\n\n"
-    if len(block) > MARKDOWN_DIAGRAM_BUDGET:
-        return "_Pool diagram left out: too large for a comment._\n\n"
-    return block
+def _diagram_section(pools: Sequence[str], draw: Callable[[Sequence[str]], str]) -> str:
+    """The Mermaid diagram of as many of ``pools`` (in table order) as fit its budget, inside a
+    collapsible block; a note says how many were left out. Whole pools are dropped, never lines: a
+    cut diagram would not parse."""
+    def block(count: int) -> str:
+        source = draw(pools[:count]).rstrip()
+        fence = _fence(source)
+        left = len(pools) - count
+        note = f"_{left} more changed pool(s) left out of the diagram to fit a comment._\n\n" if left else ""
+        return (f"<details>\n<summary>Diagram of the changed pools</summary>\n\n{fence}mermaid\n{source}\n"
+                f"{fence}\n\n{note}</details>\n\n")
+    low, high = 0, len(pools)  # the largest count that fits: the diagram grows with every pool
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(block(mid)) <= MARKDOWN_DIAGRAM_BUDGET:
+            low = mid
+        else:
+            high = mid - 1
+    if low == 0:
+        return "_Diagram of the changed pools left out: too large for a comment (see `gpustack-render graph`)._\n\n"
+    return block(low)
 
 
 def _row(change: Change) -> str:
@@ -162,8 +176,9 @@ def markdown_report(changes: Sequence[Change], extras: ReportExtras | None = Non
     if extras.pools is not None and any(row.change for row in extras.pools.rows):
         section, pools_cut = _pool_section(extras.pools)
         out.append(section)
-        if extras.diagram:
-            out.append(_diagram_section(extras.diagram))
+        changed = extras.pools.changed_desired()
+        if extras.diagram is not None and changed:
+            out.append(_diagram_section(changed, extras.diagram))
     table = ["#### Objects\n\n", "| Kind | Name | Change | Changed fields |\n", "| --- | --- | --- | --- |\n"]
     out += table
     table_size = sum(map(len, table))

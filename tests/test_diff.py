@@ -181,7 +181,9 @@ def test_markdown_format_is_a_pr_comment(tmp_path: Path, demo: list[dict[str, An
     assert "| Kind | Name | Change | Changed fields |" in text
     assert f"| ClusterQueue | `{CQ_T4}` | changed | `spec.stopPolicy` |" in text
     assert "| AdmissionCheck | `gpustack-node-devices` | added | — |" in text
-    assert text.count("<details>") == 2 == text.count("</details>")
+    # two object diffs plus the diagram of the one changed pool
+    assert text.count("<details>") == 3 == text.count("</details>")
+    assert "<summary>Diagram of the changed pools</summary>" in text and "```mermaid\nflowchart LR\n" in text
     assert f"<summary>ClusterQueue/{CQ_T4} — changed</summary>" in text
     assert "```diff\n" in text and "+  stopPolicy: None" in text
 

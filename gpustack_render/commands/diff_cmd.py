@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
 from gpustack_render import pipeline
-from gpustack_render.commands.common import chain_inputs, command_body, templates_option, write_stdout
+from gpustack_render.commands.common import chain_inputs, command_body, prepare, templates_option, write_stdout
 from gpustack_render.errors import EXIT_NEGATIVE, EXIT_OK, UserError
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` stays fast
@@ -43,7 +43,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         from gpustack_render.manifests import is_stdin, read_manifests
         if is_stdin(against) and "-" in snapshot:
             raise UserError.single("SNAPSHOT and --against cannot both be '-': standard input can be read once")
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         assert ctx.rules.diff is not None, "rules without a Diff kind"
         policy = diff.DiffPolicy(ctx.rules.diff)
         desired = pipeline.render_objects(ctx, templates_dir)
@@ -58,6 +58,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         extras = ReportExtras(warnings=warnings)
         if fmt == "markdown" and changes:
             extras.pools = _pools(ctx, desired, current, policy)
+            extras.diagram = lambda pools: _diagram(ctx, desired, pools)
         write_stdout(report(changes, fmt, extras))
         return EXIT_NEGATIVE if changes else EXIT_OK
 
@@ -72,3 +73,10 @@ def _pools(ctx: pipeline.Context, desired: list[dict[str, Any]], current: list[d
     before = {name: node.metadata.labels or {} for name, node in ctx.snapshot.nodes.items()}
     after = {facts.name: facts.converged for facts in ctx.evaluation.node_facts}
     return compare_pools(desired, current, policy, before, after)
+
+
+def _diagram(ctx: pipeline.Context, desired: list[dict[str, Any]], pools: Sequence[str]) -> str:
+    """The Mermaid diagram of ``pools`` as they will be: the `graph` command's picture of them."""
+    from gpustack_render.commands.graph_cmd import chain_graph
+    from gpustack_render.graph import to_mermaid
+    return to_mermaid(chain_graph(ctx, desired, pools))
