@@ -59,8 +59,9 @@ def test_demo_render_is_valid_against_the_real_crds(sets: list[str], strict: lis
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout == ""
     assert "schema validation skipped" not in proc.stderr
-    # InstanceType has no CRD in the test data: said once, not silently passed.
+    # InstanceType has no CRD in the test data: said once, not silently passed, and summed up.
     assert proc.stderr.count("no CRD for InstanceType.worker.gpustack.ai") == 1
+    assert "warning: schema checked for 6 of 7 kinds; no CRD for: InstanceType\n" in proc.stderr
 
 
 def test_without_crds_schema_validation_is_skipped_with_a_warning() -> None:
@@ -89,10 +90,11 @@ def _groups(n: int) -> Callable[[dict[str, Any]], None]:
 
 
 def _covered(n: int) -> Callable[[dict[str, Any]], None]:
+    """``n`` covered resources, the flavor quoting the first 64 (its own limit)."""
     def edit(cq: dict[str, Any]) -> None:
         names = [f"example.com/r{i}" for i in range(n)]
         cq["spec"]["resourceGroups"] = [{"coveredResources": names, "flavors": [
-            {"name": "f", "resources": [{"name": r, "nominalQuota": "1"} for r in names]}]}]
+            {"name": "f", "resources": [{"name": r, "nominalQuota": "1"} for r in names[:64]]}]}]
     return edit
 
 
@@ -117,15 +119,17 @@ CASES = [
     ("type", CQ, CQ_T4, _set(["spec", "namespaceSelector"], "all"), False,
      "{label}: spec.namespaceSelector: expected object, got 'all'"),
     ("flavor-resources", CQ, CQ_T4, _set(["spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "name"], "cpu"),
-     False, "{label}: spec.resourceGroups[0].flavors[0].resources: resource names ['cpu'] must match"),
+     False, "{label}: spec.resourceGroups[0].flavors[0].resources[0].name: 'cpu' must match the name in "
+            "coveredResources ("),
+    # Kueue's limits come from the CRD (v1beta2: 64 covered resources, not v1beta1's 16).
     ("65-flavors", CQ, CQ_T4, _flavors(65), False,
-     "{label}: spec.resourceGroups[0].flavors: 65 flavors, Kueue allows at most 64"),
+     "{label}: spec.resourceGroups[0].flavors: has 65 items, at most 64 allowed"),
     ("17-groups", CQ, CQ_T4, _groups(17), False,
-     "{label}: spec.resourceGroups: 17 resource groups, Kueue allows at most 16"),
-    ("17-covered", CQ, CQ_T4, _covered(17), False,
-     "{label}: spec.resourceGroups[0].coveredResources: 17 covered resources, Kueue allows at most 16"),
+     "{label}: spec.resourceGroups: has 17 items, at most 16 allowed"),
+    ("65-covered", CQ, CQ_T4, _covered(65), False,
+     "{label}: spec.resourceGroups[0].coveredResources: has 65 items, at most 64 allowed"),
     ("9-node-labels", RF, None, lambda o: o["spec"]["nodeLabels"].update({f"x/k{i}": "v" for i in range(3)}),
-     False, "{label}: spec.nodeLabels: 9 node labels, Kueue allows at most 8"),
+     False, "{label}: spec.nodeLabels: has 9 entries, at most 8 allowed"),
     ("localqueue-name-label", LQ, None, _set(["metadata", "name"], "q." + "a" * 70), False,
      "{label}: metadata.name: 'q.aaa"),
     ("label-key", "Topology", None, lambda o: o["metadata"]["labels"].update({"bad key": "v"}), False,
