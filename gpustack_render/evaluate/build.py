@@ -83,9 +83,13 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
 
 
 def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rules) -> list[Problem]:
-    """The queue labels built from an InstanceType's groups must be valid label keys and values."""
+    """The queue labels built from an InstanceType's groups must be valid label keys and values.
+
+    The accelerator group makes a label only on an acceleratable InstanceType (stage4-chain.md §2.2),
+    so the group of one that is not acceleratable is never a key and cannot make its queue invalid."""
     problems = []
-    checks = (("spec.acceleratorGroup", spec.acceleratorGroup, rules.normalisation.aKey.labelPrefix),
+    accelerator_group = spec.acceleratorGroup if spec.acceleratable else ""
+    checks = (("spec.acceleratorGroup", accelerator_group, rules.normalisation.aKey.labelPrefix),
               ("spec.generalGroup", spec.generalGroup, GENERAL_PREFIX))
     for path, group, prefix in checks:
         if group and not valid_qualified_name(prefix + group):
