@@ -1,9 +1,12 @@
 """The copy-paste GitOps files under deploy/ and .pre-commit-hooks.yaml: they parse, every
 `gpustack-render` invocation in them uses a real subcommand and real options (checked against its
-`--help`), and the scripts do what they claim when run locally on the demo snapshot."""
+`--help`), the Argo CD plugin's image is built from this source tree (the Dockerfile, read statically:
+there is no Docker here) and the plugin's commands do what they claim when run locally, in the file
+layout that Dockerfile gives the image. The GitHub Actions workflow is run in tests/test_workflow.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -24,6 +27,12 @@ DEPLOY = REPO / "deploy"
 DEMO = REPO / "fixtures" / "demo"
 PLUGIN = DEPLOY / "argocd" / "plugin.yaml"
 APPLICATION = DEPLOY / "argocd" / "application.yaml"
+DOCKERFILE = DEPLOY / "argocd" / "Dockerfile"
+DOCKERIGNORE = DEPLOY / "argocd" / "Dockerfile.dockerignore"
+REPO_SERVER_PATCH = DEPLOY / "argocd" / "repo-server-patch.yaml"
+ARGOCD_OUTPUT = DEPLOY / "argocd" / "rules-output.yaml"
+FLUX_OUTPUT = DEPLOY / "flux" / "rules-output.yaml"
+CRDS = REPO.parent / "shared" / "crds"
 WORKFLOW = DEPLOY / "github-actions" / "gpustack-render.yml"
 FLUX = DEPLOY / "flux" / "kustomization.yaml"
 HOOKS = REPO / ".pre-commit-hooks.yaml"
@@ -37,7 +46,7 @@ def load(path: Path) -> Any:
 
 def invocations(script: str) -> Iterator[list[str]]:
     """Every `gpustack-render ...` command in a shell script, cut at shell operators."""
-    for line in script.splitlines():
+    for line in script.replace("\\\n", " ").splitlines():   # backslash-newline continues a line
         lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         lexer.commenters = "#"
@@ -81,18 +90,23 @@ def help_text(subcommand: str) -> str:
 def test_every_file_parses_as_what_it_claims() -> None:
     plugin = load(PLUGIN)
     assert (plugin["apiVersion"], plugin["kind"]) == ("argoproj.io/v1alpha1", "ConfigManagementPlugin")
-    assert plugin["spec"]["generate"]["command"] == ["sh", "-c"]
+    assert plugin["spec"]["init"]["command"] == plugin["spec"]["generate"]["command"] == ["sh", "-c"]
     app = load(APPLICATION)
     assert app["spec"]["source"]["plugin"]["name"] == f"{plugin['metadata']['name']}-{plugin['spec']['version']}"
+    assert app["spec"]["syncPolicy"]["automated"]["prune"] is True
     flux = load(FLUX)
     assert (flux["apiVersion"], flux["kind"]) == ("kustomize.toolkit.fluxcd.io/v1", "Kustomization")
     workflow = load(WORKFLOW)
     assert flux["spec"]["path"] == "./" + workflow["env"]["RENDERED"]
     assert flux["spec"]["prune"] is True
-    patch = flux["spec"]["patches"][0]
-    assert patch["target"] == {"group": "worker.gpustack.ai", "kind": "InstanceType"}
-    assert yaml.safe_load(patch["patch"])["metadata"]["annotations"] == {"kustomize.toolkit.fluxcd.io/prune": "disabled"}
-    assert set(workflow["jobs"]) == {"snapshot", "render"}
+    # The prune protection is in the render itself now (rules-output.yaml), not a kustomize patch.
+    assert "patches" not in flux["spec"]
+    assert set(workflow["jobs"]) == {"pull-request", "render", "snapshot"}
+    for overlay, annotations in ((ARGOCD_OUTPUT, {"argocd.argoproj.io/sync-options": "Prune=false"}),
+                                 (FLUX_OUTPUT, {"kustomize.toolkit.fluxcd.io/prune": "disabled"})):
+        rule = load(overlay)
+        assert (rule["kind"], set(rule["kinds"])) == ("Output", {"InstanceType"}), overlay
+        assert rule["kinds"]["InstanceType"]["annotations"] == annotations, overlay
     hooks = load(HOOKS)
     assert [h["id"] for h in hooks] == ["gpustack-render-validate", "gpustack-render-render"]
     for hook in hooks:
@@ -108,9 +122,96 @@ def test_the_files_use_the_commands_they_document() -> None:
     assert {"snapshot", "validate", "diff", "render"} <= {sub for where, sub in used if where == "workflow"}
     markdown = [cmd for where, cmd in all_invocations() if cmd[1] == "diff" and "--format" in cmd]
     assert markdown and all(cmd[cmd.index("--format") + 1] == "markdown" for cmd in markdown)
-    script = next(step["with"]["script"] for step in load(WORKFLOW)["jobs"]["render"]["steps"]
-                  if step.get("uses", "").startswith("actions/github-script"))
-    assert f"'{HEADING}'" in script, "the comment marker must match the markdown heading diff prints"
+    # Every validate either checks schemas against CRDs or says it skips them (no warning per sync).
+    validates = [cmd for where, cmd in all_invocations() if cmd[1] == "validate" and where != ".pre-commit-hooks.yaml"]
+    assert validates and all(("--crds" in cmd) != ("--skip-schema" in cmd) for cmd in validates), validates
+    # Nothing installs gpustack-render by its bare name (no such package is published).
+    texts = [PLUGIN, REPO_SERVER_PATCH, APPLICATION, FLUX, WORKFLOW, DOCKERFILE]
+    for path in texts:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert not re.search(r"pip3? install\s+(-\S+\s+)*[\"']?gpustack-render\b(?!\s*@)", line), f"{path}: {line}"
+
+
+# --- the Argo CD plugin image, read statically (no Docker here) -----------------------------------
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        keyword, _, rest = (pending + stripped).partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+        pending = ""
+    assert not pending, "the Dockerfile ends inside a continued line"
+    return instructions
+
+
+def image_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for keyword, rest in dockerfile_instructions():
+        if keyword == "ENV":
+            env.update(pair.split("=", 1) for pair in shlex.split(rest))
+    return env
+
+
+def build_image_files(root: Path) -> None:
+    """Lay out, under `root`, the files the Dockerfile's COPY instructions put into the image."""
+    workdir = Path("/")
+    for keyword, rest in dockerfile_instructions():
+        if keyword == "WORKDIR":
+            workdir = workdir / rest
+        elif keyword == "COPY":
+            *sources, dest = shlex.split(rest)
+            assert not any(s.startswith("--") for s in sources), "COPY --from/--chown: extend this reader"
+            target = root / (workdir / dest).relative_to("/")
+            for source in sources:
+                src = REPO / source
+                assert src.exists(), f"Dockerfile: COPY {source}: not in the source tree"
+                if src.is_dir():   # Docker copies a directory's contents
+                    shutil.copytree(src, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+                else:
+                    dst = target / src.name if dest.endswith("/") else target
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dst)
+
+
+def test_plugin_image_is_built_from_this_source_tree() -> None:
+    instructions = dockerfile_instructions()
+    [base] = [rest for keyword, rest in instructions if keyword == "FROM"]
+    assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?", base), \
+        f"the base image must be pinned by a full version tag (or digest), not {base!r}"
+    copied = [s.rstrip("/") for keyword, rest in instructions if keyword == "COPY" for s in shlex.split(rest)[:-1]]
+    assert {"pyproject.toml", "README.md", "gpustack_render", "rules", "templates"} <= set(copied)
+    installs = [rest for keyword, rest in instructions if keyword == "RUN" and "pip install" in rest]
+    assert installs, "the image installs gpustack-render"
+    for rest in installs:
+        for match in re.finditer(r"pip3? install((?:\s+[^&;|]+)?)", rest):
+            targets = [t for t in shlex.split(match[1]) if not t.startswith("-")]
+            assert targets and all(t == "." or t.startswith(("./", "/")) for t in targets), \
+                f"pip installs {targets}: only the copied source tree, never a package by name"
+    first_install = next(i for i, (k, r) in enumerate(instructions) if k == "RUN" and "pip install" in r)
+    last_copy = max(i for i, (k, r) in enumerate(instructions) if k == "COPY"
+                    and any(s.rstrip("/") in ("gpustack_render", "rules", "templates") for s in shlex.split(r)[:-1]))
+    assert last_copy < first_install, "the source is copied before it is installed"
+    users = [rest for keyword, rest in instructions if keyword == "USER"]
+    assert users and users[-1] == "999", "Argo CD runs CMP sidecars as uid 999 (numeric for runAsNonRoot)"
+    [entrypoint] = [json.loads(rest) for keyword, rest in instructions if keyword == "ENTRYPOINT"]
+    [sidecar] = load(REPO_SERVER_PATCH)["spec"]["template"]["spec"]["containers"]
+    assert entrypoint == sidecar["command"] == ["/var/run/argocd/argocd-cmp-server"]
+    assert sidecar["securityContext"] == {"runAsNonRoot": True, "runAsUser": 999}
+    # Every variable the plugin reads is set by the image.
+    used = set(re.findall(r"\$\{?(GPUSTACK_RENDER_\w+)", "\n".join(plugin_scripts().values())))
+    assert used and used <= set(image_env()), used - set(image_env())
+    # The build context sends what the image copies (the Dockerfile-specific ignore file re-includes it).
+    allowed = {line[1:].rstrip("/") for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+               if line.startswith("!")}
+    assert set(copied) <= allowed, set(copied) - allowed
 
 
 @pytest.mark.parametrize("where, command", all_invocations(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
@@ -143,54 +244,100 @@ def _sh(script: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess
                           timeout=300)
 
 
-def test_argocd_plugin_generate_prints_only_manifests(tmp_path: Path) -> None:
-    shutil.copytree(DEMO, tmp_path / "snapshot")
-    scripts = plugin_scripts()
-    assert _sh(scripts["init"], tmp_path).returncode == 0
-    proc = _sh(scripts["generate"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    expected = subprocess.run([sys.executable, "-m", "gpustack_render", "render", str(DEMO)], cwd=REPO,
-                              capture_output=True, text=True, timeout=120).stdout
-    assert proc.stdout == expected
-    docs = list(yaml.safe_load_all(proc.stdout))
-    assert docs and all({"apiVersion", "kind", "metadata"} <= set(d) for d in docs)
-    # With a rules/ directory next to the snapshot, the plugin uses it.
-    shutil.copytree(REPO / "rules", tmp_path / "rules")
-    naming = tmp_path / "rules" / "naming.yaml"
-    naming.write_text(naming.read_text(encoding="utf-8").replace('topology: "gpustack-{profile}"',
-                                                                   'topology: "topo-{profile}"'), encoding="utf-8")
-    proc = _sh(scripts["generate"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "name: topo-fnv64-" in proc.stdout
-    # A broken snapshot fails the generate step (non-zero), with the error on stderr only.
-    (tmp_path / "snapshot" / "broken.yaml").write_text("kind: [\n", encoding="utf-8")
-    proc = _sh(scripts["generate"], tmp_path)
-    assert proc.returncode == 2 and proc.stdout == "" and "invalid YAML" in proc.stderr
-
-
-def test_workflow_diff_step_reports_changes_and_posts_markdown(tmp_path: Path) -> None:
-    workflow = load(WORKFLOW)
-    step = next(s for s in workflow["jobs"]["render"]["steps"] if s.get("id") == "diff")
+def _plugin_env(image: Path) -> dict[str, str]:
+    """The sidecar's environment: the image's ENV, its paths pointing into the laid-out image files."""
+    build_image_files(image)
     env = _env()
-    env.update(workflow["env"])
-    env.update(GITHUB_OUTPUT=str(tmp_path / "output"), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"))
-    shutil.copytree(DEMO, tmp_path / env["SNAPSHOT"])
-    shutil.copytree(REPO / "rules", tmp_path / env["RULES"])
-    render = next(s["run"] for s in workflow["jobs"]["render"]["steps"] if "-o" in s.get("run", ""))
-    assert _sh(next(line for line in render.splitlines() if "render" in line), tmp_path, env).returncode == 0
-    proc = _sh(step["run"], tmp_path, env)
+    for name, value in image_env().items():
+        env[name] = str(image / value.lstrip("/")) if value.startswith("/") else value
+    return env
+
+
+def _sync(app: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """What Argo CD does for one manifest request: init, then generate, in the same source copy."""
+    scripts = plugin_scripts()
+    init = _sh(scripts["init"], app, env)
+    return init, (_sh(scripts["generate"], app, env) if init.returncode == 0 else init)
+
+
+def _render(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "gpustack_render", "render", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "output").read_text() == "changed=false\n"
-    assert (tmp_path / "diff.md").read_text().startswith(f"{HEADING}\n\nNo differences.")
-    naming = tmp_path / env["RULES"] / "naming.yaml"
+    return proc.stdout
+
+
+def _with_overlay(rules: Path, overlay: Path, target: Path) -> Path:
+    shutil.copytree(rules, target)
+    shutil.copyfile(overlay, target / "output.yaml")
+    return target
+
+
+def test_argocd_plugin_renders_with_the_overlay_and_prints_only_manifests(tmp_path: Path) -> None:
+    env = _plugin_env(tmp_path / "image")
+    app = tmp_path / "app"
+    shutil.copytree(DEMO, app / "snapshot")
+    init, generate = _sync(app, env)
+    assert init.returncode == 0 and init.stdout == "", init.stdout + init.stderr
+    assert "schema validation skipped" not in init.stderr, f"init must not warn on every sync: {init.stderr}"
+    assert generate.returncode == 0, generate.stderr
+    # Exactly the render with the built-in rules plus the Argo CD overlay.
+    assert generate.stdout == _render(str(DEMO), "--rules", str(_with_overlay(REPO / "rules", ARGOCD_OUTPUT,
+                                                                             tmp_path / "expected-rules")))
+    docs = list(yaml.safe_load_all(generate.stdout))
+    assert docs and all({"apiVersion", "kind", "metadata"} <= set(d) for d in docs)
+    # With a rules/ directory in the application, the plugin uses it (still with the overlay).
+    shutil.copytree(REPO / "rules", app / "rules")
+    naming = app / "rules" / "naming.yaml"
     naming.write_text(naming.read_text(encoding="utf-8").replace('topology: "gpustack-{profile}"',
                                                                    'topology: "topo-{profile}"'), encoding="utf-8")
-    proc = _sh(step["run"], tmp_path, env)
-    assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "output").read_text().splitlines()[-1] == "changed=true"
-    comment = (tmp_path / "diff.md").read_text()
-    assert comment.startswith(f"{HEADING}\n\n**") and "| Topology | `topo-fnv64-" in comment
-    assert (tmp_path / "summary").read_text().count(HEADING) == 2
+    init, generate = _sync(app, env)
+    assert generate.returncode == 0, generate.stderr
+    assert "name: topo-fnv64-" in generate.stdout
+    # A broken snapshot fails the sync (non-zero) at init, with the error on stderr only.
+    (app / "snapshot" / "broken.yaml").write_text("kind: [\n", encoding="utf-8")
+    init, _ = _sync(app, env)
+    assert init.returncode == 2 and init.stdout == "" and "invalid YAML" in init.stderr
+
+
+def test_argocd_plugin_checks_schemas_when_the_application_ships_crds(tmp_path: Path) -> None:
+    if not (CRDS / "kueue").is_dir():
+        pytest.skip(f"the shared CRDs are not at {CRDS} (tests read them from ../shared/crds)")
+    env = _plugin_env(tmp_path / "image")
+    app = tmp_path / "app"
+    shutil.copytree(DEMO, app / "snapshot")
+    shutil.copytree(CRDS, app / "crds")
+    init, generate = _sync(app, env)
+    assert init.returncode == 0 and generate.returncode == 0, init.stdout + init.stderr + generate.stderr
+    assert "schema validation skipped" not in init.stderr, init.stderr
+    # The schema check runs: a ClusterQueue value the CRD's enum does not allow fails validation.
+    templates = app / "templates"
+    shutil.copytree(REPO / "templates", templates)
+    template = templates / "ClusterQueue.yaml.j2"
+    text = template.read_text(encoding="utf-8")
+    assert "whenCanPreempt: MayStopSearch" in text
+    template.write_text(text.replace("whenCanPreempt: MayStopSearch", "whenCanPreempt: Sometimes"), encoding="utf-8")
+    proc = subprocess.run([str(Path(sys.executable).parent / "gpustack-render"), "validate", "snapshot", "--rules",
+                           ".gpustack-render/rules", "--templates", "templates", "--crds", "crds"], cwd=app,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "whenCanPreempt" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_argocd_overlay_annotates_every_instance_type_and_nothing_else(tmp_path: Path) -> None:
+    env = _plugin_env(tmp_path / "image")
+    app = tmp_path / "app"
+    shutil.copytree(DEMO, app / "snapshot")
+    _, generate = _sync(app, env)
+    assert generate.returncode == 0, generate.stderr
+    wanted = load(ARGOCD_OUTPUT)["kinds"]["InstanceType"]["annotations"]
+    docs = list(yaml.safe_load_all(generate.stdout))
+    assert any(d["kind"] == "InstanceType" for d in docs), "the demo renders derived InstanceTypes"
+    for doc in docs:
+        annotations = doc["metadata"].get("annotations") or {}
+        if doc["kind"] == "InstanceType":
+            assert wanted.items() <= annotations.items(), doc["metadata"]["name"]
+        else:
+            assert not set(wanted) & set(annotations), f"{doc['kind']}/{doc['metadata']['name']}"
 
 
 def test_pre_commit_validate_hook_runs_on_a_repo_layout(tmp_path: Path) -> None:
