@@ -351,3 +351,24 @@ def test_pre_commit_validate_hook_runs_on_a_repo_layout(tmp_path: Path) -> None:
                       encoding="utf-8")
     proc = subprocess.run(validate, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "plan refused (TooManyFlavors" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_pre_commit_render_hook_keeps_the_directory_in_step(tmp_path: Path) -> None:
+    shutil.copytree(DEMO, tmp_path / "snapshot")
+    shutil.copytree(REPO / "rules", tmp_path / "rules")
+    render = next(cmd for cmd in hook_commands() if cmd[1] == "render")
+    target = tmp_path / render[render.index("-o") + 1]
+    proc = subprocess.run(render, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    first = {p.name: p.read_bytes() for p in target.iterdir()}
+    assert "kustomization.yaml" in first and len(first) > 1
+    # Unchanged inputs: the same files, byte for byte (pre-commit sees no modification).
+    proc = subprocess.run(render, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and {p.name: p.read_bytes() for p in target.iterdir()} == first
+    # A rules change rewrites the directory (pre-commit then fails the commit, like a formatter).
+    naming = tmp_path / "rules" / "naming.yaml"
+    naming.write_text(naming.read_text(encoding="utf-8").replace('topology: "gpustack-{profile}"',
+                                                                   'topology: "topo-{profile}"'), encoding="utf-8")
+    proc = subprocess.run(render, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert any(name.startswith("topology-topo-fnv64-") for name in (p.name for p in target.iterdir()))
