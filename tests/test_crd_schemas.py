@@ -17,7 +17,8 @@ What is checked, for the demo snapshot under several settings:
 * **Kubernetes extensions** — ``x-kubernetes-list-type: set|map`` uniqueness and the CRDs' CEL
   rules (``x-kubernetes-validations``), ported to Python one by one. Transition rules (those that
   use ``oldSelf``) cannot apply to a create and are skipped; a CEL rule that is neither ported nor
-  a transition rule fails the test, so a CRD upgrade cannot silently weaken it.
+  a transition rule fails the test, so a CRD upgrade cannot silently weaken it. The ports are also
+  the oracle for ``validate``'s own CEL evaluation (cel-python): both must find the same failures.
 * **metadata** — names (DNS-1123 subdomain), namespaces (DNS-1123 label), label keys and values
   and annotation keys (Kubernetes qualified-name grammar), also for the label maps that end up on
   Nodes or in node selectors (NodeFeature ``spec.labels``, ResourceFlavor ``spec.nodeLabels``).
@@ -534,6 +535,70 @@ def test_extension_checks_catch_violations(crds):
     assert not schema_errors(topo_v, topo)
     topo["spec"]["levels"].append({"nodeLabel": "topology.kubernetes.io/zone"})
     assert any("CEL rule fails" in e for e in schema_errors(topo_v, topo)), "hostname-last unchecked"
+
+
+def _cel_mutations() -> list[tuple[str, dict[str, Any]]]:
+    """Rendered objects, each broken against one CEL rule (or left valid), for the comparison below."""
+    cases: list[tuple[str, dict[str, Any]]] = []
+
+    def add(name: str, kind: str, edit: Callable[[dict[str, Any]], None]) -> None:
+        obj = _cq_with_quota() if kind == "ClusterQueue" else _first("default", kind)
+        edit(obj)
+        cases.append((name, obj))
+
+    add("cq-valid", "ClusterQueue", lambda o: None)
+    add("cq-covered", "ClusterQueue", lambda o: o["spec"]["resourceGroups"][0]["coveredResources"].append("memory"))
+    add("cq-borrowing", "ClusterQueue",
+        lambda o: o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].__setitem__("borrowingLimit", "1"))
+    add("cq-borrowing-cohort", "ClusterQueue", lambda o: (
+        o["spec"].__setitem__("cohortName", "team"),
+        o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].__setitem__("borrowingLimit", "1")))
+    add("cq-preference", "ClusterQueue", lambda o: o["spec"].__setitem__(
+        "flavorFungibility", {"preference": "BorrowingOverPreemption", "whenCanBorrow": "MayStopSearch",
+                              "whenCanPreempt": "TryNextFlavor"}))
+    add("cq-preemption", "ClusterQueue", lambda o: o["spec"].__setitem__(
+        "preemption", {"reclaimWithinCohort": "Never", "borrowWithinCohort": {"policy": "LowerPriority"}}))
+    for name, tolerations in {
+        "no-key-equal": [{"operator": "Equal", "value": "x"}],
+        "no-key-no-operator": [{"value": "x"}],
+        "seconds-noschedule": [{"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}],
+        "operator-in": [{"key": "k", "operator": "In"}],
+        "exists-value": [{"key": "k", "operator": "Exists", "value": "v"}],
+        "effect-bad": [{"key": "k", "operator": "Exists", "effect": "Sometimes"}],
+        "valid": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 5}],
+    }.items():
+        add(f"rf-tolerations-{name}", "ResourceFlavor",
+            lambda o, t=tolerations: o["spec"].__setitem__("tolerations", copy.deepcopy(t)))
+    add("rf-taint-effect", "ResourceFlavor",
+        lambda o: o["spec"].__setitem__("nodeTaints", [{"key": "k", "value": "v", "effect": "Sometimes"}]))
+    add("rf-topology-empty-labels", "ResourceFlavor",
+        lambda o: (o["spec"].__setitem__("topologyName", "t"), o["spec"].__setitem__("nodeLabels", {})))
+    add("topology-duplicate", "Topology", lambda o: o["spec"]["levels"].insert(0, {"nodeLabel": "a/b"})
+        or o["spec"]["levels"].insert(0, {"nodeLabel": "a/b"}))
+    add("topology-hostname-first", "Topology", lambda o: o["spec"]["levels"].append({"nodeLabel": "a/b"}))
+    return cases
+
+
+def test_the_tools_cel_evaluation_agrees_with_the_python_ports(crds):
+    """validate evaluates the CRD rules with a CEL library (gpustack_render.cel_rules); the Python
+    ports above are an independent oracle: on every case both find the same (path, message) pairs."""
+    from gpustack_render.cel_rules import compile_schema
+
+    broken = 0
+    for name, obj in _cel_mutations():
+        schema = crds[obj["kind"]]["schema"]
+        ported = validator_for(schema, cls=K8sValidator)
+        expected = set()
+        for error in ported.iter_errors(obj):
+            for rule in error.schema.get("x-kubernetes-validations", ()):
+                prefix = f"CEL rule fails: {rule['rule']!r}: "
+                if error.message.startswith(prefix):
+                    expected.add((".".join(str(p) for p in error.absolute_path), error.message[len(prefix):]))
+        got = {(".".join(str(p) for p in path), message.rpartition("evaluating rule: ")[2])
+               for path, message in compile_schema(schema, obj["kind"]).issues(obj)}
+        assert got == expected, name
+        broken += bool(expected)
+    assert broken == 14, "the cases do not break the rules they are meant to"
 
 
 # --------------------------------------------------------------------------------------------
