@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from gpustack_render import pipeline
+from gpustack_render.cli import main
 from gpustack_render.errors import UserError
 from gpustack_render.explain import explain, format_text, parse_target
 from gpustack_render.explain.base import Explainer, reasons
@@ -429,7 +431,7 @@ def test_reasons(data: Any, facts: dict[str, Any], settings: dict[str, bool], wa
 # --- targets and the CLI -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("target, message", [
-    ("Flavor/x", "unknown kind 'Flavor'"),
+    ("Flavr/x", "unknown kind 'Flavr'"),
     ("clusterqueue", "expected ClusterQueue/NAME"),
     ("LocalQueue/only-name", "expected LocalQueue/NAMESPACE/NAME"),
     ("ResourceFlavor/a/b", "a name has no '/'"),
@@ -443,6 +445,79 @@ def test_kinds_are_case_insensitive() -> None:
     assert parse_target("resourceflavor/x") == ("ResourceFlavor", "", "x")
     assert parse_target("NODE/n") == ("node", "", "n")
     assert parse_target("localqueue/ns/q") == ("LocalQueue", "ns", "q")
+
+
+CRDS = Path("/work/shared/crds")
+
+
+def crd_names() -> dict[str, dict[str, Any]]:
+    """kind → spec.names of every CustomResourceDefinition under /work/shared/crds."""
+    import yaml
+    if not CRDS.is_dir():
+        pytest.fail(f"the CRDs for this test are missing: {CRDS} (Kueue and NFD CustomResourceDefinitions)")
+    out = {}
+    for path in sorted(CRDS.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                out[doc["spec"]["names"]["kind"]] = doc["spec"]["names"]
+    return out
+
+
+def test_every_crd_short_and_plural_name_of_an_explained_kind_is_accepted() -> None:
+    from gpustack_render.explain import ALIASES, KINDS
+    names = crd_names()
+    covered = [k for k in KINDS if k in names]
+    assert {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Topology", "AdmissionCheck", "NodeFeature"} <= set(covered)
+    for kind in covered:
+        spec = names[kind]
+        for alias in [spec["plural"], spec["singular"], *spec.get("shortNames", [])]:
+            assert parse_target(f"{alias}/x" if kind != "LocalQueue" else f"{alias}/ns/x")[0] == kind, alias
+            assert parse_target(f"{alias.upper()}/x" if kind != "LocalQueue" else f"{alias.upper()}/ns/x")[0] == kind
+        # nothing beyond what the CRD declares (plus kubectl's own names for the kind)
+        assert set(ALIASES[kind]) <= {spec["plural"], *spec.get("shortNames", [])}, kind
+    assert parse_target("no/n") == ("node", "", "n") and parse_target("nodes/n") == ("node", "", "n")
+    with pytest.raises(UserError, match="unknown kind 'it'"):
+        parse_target("it/x")  # InstanceType has no short name: none is invented
+
+
+def test_short_name_explains_the_same_object() -> None:
+    runner = CliRunner()
+    long = runner.invoke(main, ["explain", T4_QUEUE, DEMO, "--format", "json"])
+    short = runner.invoke(main, ["explain", "cq/" + T4_QUEUE.split("/", 1)[1], DEMO, "--format", "json"])
+    assert long.exit_code == short.exit_code == 0
+    assert json.loads(short.stdout) == json.loads(long.stdout)
+    lq = runner.invoke(main, ["explain", "queue/default/gpustack-fnv64-3b93966fd73eb9ec", DEMO, "--format", "json"])
+    assert lq.exit_code == 0 and json.loads(lq.stdout)["kind"] == "LocalQueue"
+
+
+@pytest.mark.parametrize("typed, names, hint", [
+    # a partial name: the one name containing it, though the whole names are far apart
+    ("nvidia-tesla-t4", ["gpustack--generic-linux-amd64", "gpustack--nvidia-a10g-linux-amd64",
+                         "gpustack--nvidia-tesla-t4-linux-amd64"], "did you mean 'gpustack--nvidia-tesla-t4-linux-amd64'?"),
+    # whole-name similarity, not the first characters: the amd64 twin of an arm64 typo
+    ("gpustack--nvidia-l4-linux-arm65", ["gpustack--nvidia-l4-linux-amd64", "gpustack--nvidia-l4-linux-arm64",
+                                         "gpustack--nvidia-l40-linux-arm64"], "did you mean 'gpustack--nvidia-l4-linux-arm64'?"),
+    # equally close: both named
+    ("node-t4", ["node-t4-a", "node-t4-b", "node-cpu"], "did you mean 'node-t4-a' or 'node-t4-b'?"),
+    # nothing close: the closest few, best first, with the total
+    ("zz", ["b-aa", "a-zb", "c-cc", "d-dd"], "closest Nodes (of 4): a-zb, b-aa, c-cc"),
+    ("x", [], "this snapshot renders no Node"),
+])
+def test_did_you_mean_ranks_by_the_whole_name(typed: str, names: list[str], hint: str) -> None:
+    from gpustack_render.explain import suggestion
+    assert suggestion(typed, names, "Node") == hint
+
+
+def test_unknown_kind_suggests_the_kind_and_its_alias() -> None:
+    with pytest.raises(UserError) as err:
+        parse_target("clusterqueus/x")
+    assert "did you mean 'clusterqueues' (ClusterQueue)?" in str(err.value)
+    with pytest.raises(UserError) as err:
+        parse_target("ResourceFlavour/x")
+    assert "did you mean 'ResourceFlavor'?" in str(err.value)
+    with pytest.raises(UserError) as err:
+        parse_target("zzz/x")
+    assert "kinds: ResourceFlavor (resourceflavors, rf, flavor, flavors)" in str(err.value)
 
 
 def test_cli_text_and_json() -> None:

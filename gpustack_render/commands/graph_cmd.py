@@ -42,14 +42,14 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
 def chain_graph(ctx: Any, objects: Sequence[dict[str, Any]], pools: Sequence[str]) -> Any:
     """The graph of ``objects`` rendered from ``ctx``: Node counts from the Nodes' converged labels,
     refusals from the plan; an unknown ``--pool`` is a usage error with a suggestion."""
-    from gpustack_render.errors import Problem, UserError, did_you_mean
+    from gpustack_render.errors import Problem, UserError
+    from gpustack_render.explain import suggestion
     from gpustack_render.graph import build_graph, count_nodes_per_flavor, pool_names
     known = pool_names(objects)
     for pool in pools:
         if pool not in known:
-            hint = did_you_mean(pool, known) or (f"pools: {', '.join(known[:8])}{', ...' if len(known) > 8 else ''}"
-                                                 if known else "this snapshot renders no ClusterQueue")
-            raise UserError([Problem(f"--pool {pool!r}: no such ClusterQueue in the render", hint=hint)])
+            raise UserError([Problem(f"--pool {pool!r}: no such ClusterQueue in the render",
+                                     hint=suggestion(pool, known, "ClusterQueue"))])
     flavors = [o for o in objects if o.get("kind") == "ResourceFlavor"]
     labels = {f.name: f.converged for f in ctx.evaluation.node_facts}
     refusals = {q.name: q.refusal for q in ctx.evaluation.plan.cluster_queues if q.refusal}

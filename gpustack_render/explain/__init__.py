@@ -6,33 +6,93 @@ builders read the plan the renderer computed and the rules' origins; where they 
 to show its steps (gKey, preset tier, quota) they cross-check it against the renderer's value.
 
 Targets: ``KIND/NAME`` for ResourceFlavor, ClusterQueue, InstanceType, NodeFeature, Topology,
-AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``. Kinds are case-insensitive.
+AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``. Kinds are case-insensitive and take
+kubectl's plural and short names (:data:`ALIASES`).
 """
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from gpustack_render.errors import Problem, UserError, did_you_mean
+from gpustack_render.errors import Problem, UserError
 from gpustack_render.explain.base import Explainer, Report
 from gpustack_render.explain.text import format_text
 from gpustack_render.pipeline import Context
 
 KINDS = ("ResourceFlavor", "ClusterQueue", "InstanceType", "LocalQueue", "NodeFeature", "Topology",
          "AdmissionCheck", "node")
-_BY_LOWER = {k.lower(): k for k in KINDS}
+# What kubectl accepts for each kind besides its name: the singular and plural resource names and
+# the CRDs' own spec.names.shortNames (Kueue v0.19: rf/flavor/flavors, cq, lq/queue/queues, topo,
+# ac; kubectl's built-in `no` for nodes). NodeFeature and InstanceType declare no short name. Tool
+# vocabulary (what a user types), so it lives here, not in rules/.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "ResourceFlavor": ("resourceflavors", "rf", "flavor", "flavors"),
+    "ClusterQueue": ("clusterqueues", "cq"),
+    "InstanceType": ("instancetypes",),
+    "LocalQueue": ("localqueues", "lq", "queue", "queues"),
+    "NodeFeature": ("nodefeatures",),
+    "Topology": ("topologies", "topo"),
+    "AdmissionCheck": ("admissionchecks", "ac"),
+    "node": ("nodes", "no"),
+}
+_BY_LOWER = {alias: kind for kind in KINDS for alias in (kind.lower(), *ALIASES[kind])}
 
-__all__ = ["KINDS", "Report", "explain", "format_text", "parse_target"]
+__all__ = ["ALIASES", "KINDS", "Report", "closest", "explain", "format_text", "parse_target", "suggestion"]
+
+
+def similarity(word: str, candidate: str) -> float:
+    """How alike two whole names are (difflib's ratio, case folded, no junk heuristic: long
+    generated names repeat characters, which autojunk would discard)."""
+    return SequenceMatcher(None, word.lower(), candidate.lower(), autojunk=False).ratio()
+
+
+def _rank(word: str, candidate: str) -> tuple[bool, float]:
+    """A name that contains what was typed (a partial name) beats one that does not; then the
+    whole-name similarity decides."""
+    return word.lower() in candidate.lower(), similarity(word, candidate)
+
+
+def closest(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The ``n`` candidates most like ``word``, best first (ties by name)."""
+    scored = sorted(set(candidates), key=lambda c: (tuple(-x for x in _rank(word, c)), c))
+    return scored[:n]
+
+
+def suggestion(word: str, candidates: Iterable[str], what: str, cutoff: float = 0.6) -> str:
+    """``did you mean 'x'?`` when one name is close (or is the only one containing ``word``), naming
+    every equally close one; else the closest few, so that a hint always points somewhere useful."""
+    names = sorted(set(candidates))
+    if not names:
+        return f"this snapshot renders no {what}"
+    best = closest(word, names)
+    top = _rank(word, best[0])
+    containing = [c for c in names if word and word.lower() in c.lower()]
+    if top[1] >= cutoff or len(containing) == 1:
+        ties = [c for c in best if _rank(word, c)[0] == top[0] and abs(_rank(word, c)[1] - top[1]) < 1e-9]
+        quoted = [f"'{c}'" for c in ties]
+        return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+    more = f" (of {len(names)})" if len(names) > len(best) else ""
+    return f"closest {what}s{more}: {', '.join(best)}"
+
+
+def _kind_hint(text: str) -> str:
+    """The kind (and the alias it was matched through) most like ``text``, else all kinds."""
+    alias = closest(text, _BY_LOWER, 1)[0]
+    if similarity(text, alias) >= 0.6:
+        kind = _BY_LOWER[alias]
+        return f"did you mean '{kind}'?" if alias == kind.lower() else f"did you mean '{alias}' ({kind})?"
+    return "kinds: " + "; ".join(f"{k} ({', '.join(ALIASES[k])})" for k in KINDS)
 
 
 def parse_target(target: str) -> tuple[str, str, str]:
-    """``KIND/NAME`` or ``LocalQueue/NS/NAME`` → (kind, namespace, name); a usage error otherwise."""
+    """``KIND/NAME`` or ``LocalQueue/NS/NAME`` → (kind, namespace, name); a usage error otherwise.
+    KIND is case-insensitive and may be any name kubectl accepts for it (``cq``, ``rf``, ``nodes``)."""
     kind_text, sep, rest = target.partition("/")
     kind = _BY_LOWER.get(kind_text.lower())
     if kind is None:
-        hint = did_you_mean(kind_text, KINDS) or f"kinds: {', '.join(KINDS)}"
-        raise UserError([Problem(f"target {target!r}: unknown kind {kind_text!r}", hint=hint)])
+        raise UserError([Problem(f"target {target!r}: unknown kind {kind_text!r}", hint=_kind_hint(kind_text))])
     if not sep or not rest:
         raise UserError([Problem(f"target {target!r}: expected {kind}/NAME"
                                  + (" (LocalQueue/NAMESPACE/NAME)" if kind == "LocalQueue" else ""))])
@@ -83,10 +143,5 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
     return builders[kind](x, item)
 
 
-def _not_found(target: str, kind: str, name: str, known: object, why: str) -> None:
-    names = sorted(known)  # type: ignore[call-overload]
-    hint = did_you_mean(name, names)
-    if not hint:
-        hint = (f"{kind}s: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}" if names
-                else f"this snapshot renders no {kind}")
-    raise UserError([Problem(f"{target}: {why}", hint=hint)])
+def _not_found(target: str, kind: str, name: str, known: Iterable[str], why: str) -> None:
+    raise UserError([Problem(f"{target}: {why}", hint=suggestion(name, known, kind))])

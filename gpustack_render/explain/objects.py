@@ -300,9 +300,13 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
 
 
 def _stop_reason(queue: ClusterQueuePlan) -> str:
-    """The stop-policy part of the queue's decision (its last part; the first is the selection)."""
+    """The stop-policy part of the queue's decision: from its ``stopPolicy ...`` part on (a drain
+    adds what it saves for the restore after it); the parts before are the selection and refusal."""
     parts = _clean(queue.decision).split("; ")
-    return parts[-1] if len(parts) > 1 else (parts[0] or f"stopPolicy {queue.stop_policy}")
+    start = next((i for i, part in enumerate(parts) if part.startswith("stopPolicy ")), None)
+    if start is None:
+        return parts[-1] if len(parts) > 1 else (parts[0] or f"stopPolicy {queue.stop_policy}")
+    return "; ".join(parts[start:])
 
 
 def _clean(text: str) -> str:
