@@ -10,7 +10,8 @@ A case is a folder (kyverno test-case style) holding:
     ``description`` (str, required), ``command`` (``render`` | ``catalog`` | ``node-patches``,
     default ``render``), ``snapshot`` (list of paths relative to the case folder, required; may point
     outside it, e.g. ``../../demo``), ``set`` (list of ``NAME=VALUE``), ``rules`` (a directory
-    relative to the case folder), ``expectExitCode`` (int, default 0), ``expectStderr`` (list of
+    relative to the case folder; it wins over ``test --rules DIR``, which replaces the built-in rules
+    of the cases that name none), ``expectExitCode`` (int, default 0), ``expectStderr`` (list of
     substrings that must all occur in stderr). Unknown fields are an error, so typos do not pass
     silently.
 ``expected.yaml``
@@ -175,14 +176,31 @@ def _rel(target: Path, cwd: Path) -> str:
 PROGRAM = "gpustack-render"
 
 
-def command_argv(case: Case, cwd: Path, python: str = sys.executable) -> list[str]:
+BUILT_IN_RULES = "built-in"
+
+
+def rules_dir_for(case: Case, default_rules: Path | None = None) -> Path | None:
+    """The rules a case runs with: its own ``rules:`` wins (a case about a rule edit carries it),
+    else ``test --rules DIR`` (``default_rules``), else the built-in rules (``None``)."""
+    return case.path / case.rules if case.rules is not None else default_rules
+
+
+def rules_label(case: Case, cwd: Path, default_rules: Path | None = None) -> str:
+    """What ``test`` prints per case: the rules directory relative to ``cwd``, or ``built-in``."""
+    rules = rules_dir_for(case, default_rules)
+    return BUILT_IN_RULES if rules is None else _rel(rules, cwd)
+
+
+def command_argv(case: Case, cwd: Path, python: str = sys.executable,
+                 default_rules: Path | None = None) -> list[str]:
     """``python -m gpustack_render <command> …``; ``python="gpustack-render"`` gives ``gpustack-render <command> …``."""
     argv = ([python] if Path(python).name == PROGRAM else [python, "-m", "gpustack_render"]) + [case.command]
     argv += [_rel(case.path / rel, cwd) for rel in case.snapshot]
     for item in case.set:
         argv += ["--set", item]
-    if case.rules is not None:
-        argv += ["--rules", _rel(case.path / case.rules, cwd)]
+    rules = rules_dir_for(case, default_rules)
+    if rules is not None:
+        argv += ["--rules", _rel(rules, cwd)]
     argv += ["--format", "json"]
     return argv
 
@@ -277,8 +295,9 @@ class CaseRun:
     stderr: str
 
 
-def execute(case: Case, cwd: Path, invoker: Invoker = subprocess_invoker, python: str = sys.executable) -> CaseRun:
-    argv = command_argv(case, cwd, python)
+def execute(case: Case, cwd: Path, invoker: Invoker = subprocess_invoker, python: str = sys.executable,
+            default_rules: Path | None = None) -> CaseRun:
+    argv = command_argv(case, cwd, python, default_rules)
     code, out, err = invoker(argv, cwd)
     return CaseRun(argv=argv, exit_code=code, stdout=out, stderr=err)
 
@@ -339,8 +358,8 @@ def load_expected(case: Case) -> list[Any]:
     return docs[0]
 
 
-def _header(case: Case, cwd: Path) -> str:
-    argv = command_argv(case, cwd, python="python")
+def _header(case: Case, cwd: Path, default_rules: Path | None = None) -> str:
+    argv = command_argv(case, cwd, python="python", default_rules=default_rules)
     shown = " ".join(shlex.quote(a) for a in argv[:-2])  # without --format json
     lines = ["# " + line for line in textwrap.wrap(f"Golden for fixtures case {case.name!r}: {case.description}", 98)]
     lines += [
@@ -357,8 +376,8 @@ def _dump(doc: Any) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
 
 
-def render_golden(case: Case, actual: list[Any], cwd: Path) -> str:
-    text = _header(case, cwd)
+def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path | None = None) -> str:
+    text = _header(case, cwd, default_rules)
     if case.expect_exit_code != 0:
         return text
     if case.command in LIST_COMMANDS:
@@ -519,6 +538,7 @@ class CaseOutcome:
     run: CaseRun | None = None
     failures: list[str] = field(default_factory=list)
     updated: bool = False
+    rules: str = BUILT_IN_RULES  # the rules directory it ran with, as printed
 
     @property
     def ok(self) -> bool:
@@ -528,6 +548,7 @@ class CaseOutcome:
         lines = [f"case {self.case.name}: {self.case.description}"]
         if self.run is not None:
             lines.append("  command: " + " ".join(shlex.quote(a) for a in self.run.argv))
+            lines.append(f"  rules: {self.rules}")
             lines.append(f"  exit code: {self.run.exit_code} (expected {self.case.expect_exit_code})")
         for failure in self.failures:
             lines += ["  " + line for line in failure.splitlines()]
@@ -538,9 +559,11 @@ class CaseOutcome:
 
 
 def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker = subprocess_invoker,
-             python: str = sys.executable) -> CaseOutcome:
-    outcome = CaseOutcome(case=case)
-    run = outcome.run = execute(case, cwd, invoker, python)
+             python: str = sys.executable, default_rules: Path | None = None) -> CaseOutcome:
+    """Run one case; ``default_rules`` (``test --rules DIR``) replaces the built-in rules unless the
+    case names its own."""
+    outcome = CaseOutcome(case=case, rules=rules_label(case, cwd, default_rules))
+    run = outcome.run = execute(case, cwd, invoker, python, default_rules)
     fail = outcome.failures.append
 
     if run.exit_code != case.expect_exit_code:
@@ -565,7 +588,7 @@ def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker = 
             fail(str(err))
 
     if update and actual is not None and run.exit_code == case.expect_exit_code:
-        text = render_golden(case, actual, cwd)
+        text = render_golden(case, actual, cwd, default_rules)
         if not case.expected_path.exists() or case.expected_path.read_text(encoding="utf-8") != text:
             case.expected_path.write_text(text, encoding="utf-8")
             outcome.updated = True
@@ -613,8 +636,10 @@ class SuiteEntry:
 
 
 def run_suite(paths: Sequence[Path], cwd: Path, *, update: bool = False,
-              invoker: Invoker = inprocess_invoker) -> list[SuiteEntry]:
-    """Run every case under ``paths``; a case that cannot be loaded is a failed entry, never a crash."""
+              invoker: Invoker = inprocess_invoker, rules: Path | None = None) -> list[SuiteEntry]:
+    """Run every case under ``paths``; a case that cannot be loaded is a failed entry, never a crash.
+
+    ``rules`` (``test --rules DIR``) is the rules directory of every case that does not name its own."""
     import time
     dirs = collect(paths)
     names = [d.name for d in dirs]
@@ -626,10 +651,11 @@ def run_suite(paths: Sequence[Path], cwd: Path, *, update: bool = False,
             case = load_case(case_dir)
         except CaseDefinitionError as err:
             stub = Case(name=case_dir.name, path=case_dir, description="(case.yaml cannot be used)")
-            entries.append(SuiteEntry(CaseOutcome(case=stub, failures=[str(err)]), time.perf_counter() - start, label))
+            entries.append(SuiteEntry(CaseOutcome(case=stub, failures=[str(err)], rules=rules_label(stub, cwd, rules)),
+                                      time.perf_counter() - start, label))
             continue
         outcome = run_case(case, cwd, update=update, invoker=invoker,
-                           python=PROGRAM if invoker is inprocess_invoker else sys.executable)
+                           python=PROGRAM if invoker is inprocess_invoker else sys.executable, default_rules=rules)
         entries.append(SuiteEntry(outcome, time.perf_counter() - start, label))
     return entries
 
@@ -642,10 +668,11 @@ def summary_line(entries: Sequence[SuiteEntry]) -> str:
 def format_table(entries: Sequence[SuiteEntry]) -> str:
     """The result table, the report of every failure, then exactly one final ``N passed, M failed``."""
     width = max([len("CASE")] + [len(e.label) for e in entries])
-    lines = [f"{'CASE':<{width}}  {'COMMAND':<12}  {'RESULT':<7}  TIME"]
+    lines = [f"{'CASE':<{width}}  {'COMMAND':<12}  {'RESULT':<7}  {'TIME':<6}  RULES"]
     for e in entries:
         result = "FAIL" if not e.outcome.ok else ("updated" if e.outcome.updated else "pass")
-        lines.append(f"{e.label:<{width}}  {e.outcome.case.command:<12}  {result:<7}  {e.seconds:.2f}s")
+        lines.append(f"{e.label:<{width}}  {e.outcome.case.command:<12}  {result:<7}  {e.seconds:>5.2f}s  "
+                     f"{e.outcome.rules}")
     failures = [e for e in entries if not e.outcome.ok]
     for e in failures:
         lines += ["", "FAIL " + e.outcome.report().removeprefix("case ")]
@@ -663,7 +690,7 @@ def _entry_json(e: SuiteEntry) -> dict[str, Any]:
         "command": e.outcome.case.command, "result": "pass" if e.outcome.ok else "fail",
         "updated": e.outcome.updated, "seconds": round(e.seconds, 3), "failures": list(e.outcome.failures),
         "exitCode": run.exit_code if run else None, "expectedExitCode": e.outcome.case.expect_exit_code,
-        "argv": run.argv if run else None, "stderr": run.stderr if run else None,
+        "argv": run.argv if run else None, "stderr": run.stderr if run else None, "rules": e.outcome.rules,
     }
 
 
@@ -685,6 +712,8 @@ def format_junit(entries: Sequence[SuiteEntry], suite: str = "gpustack-render") 
     for e in entries:
         case = ET.SubElement(node, "testcase", classname=f"{suite}.{e.outcome.case.command}", name=e.label,
                              time=f"{e.seconds:.3f}")
+        properties = ET.SubElement(case, "properties")
+        ET.SubElement(properties, "property", name="rules", value=e.outcome.rules)
         if not e.outcome.ok:
             first = e.outcome.failures[0].splitlines()[0] if e.outcome.failures else "failed"
             failure = ET.SubElement(case, "failure", message=first, type="CaseFailure")

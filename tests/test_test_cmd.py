@@ -52,10 +52,13 @@ def test_project_cases_pass() -> None:
     proc = run_cli("test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].split() == ["CASE", "COMMAND", "RESULT", "TIME"]
+    assert lines[0].split() == ["CASE", "COMMAND", "RESULT", "TIME", "RULES"]
     rows = [line.split() for line in lines[1:1 + len(CASE_DIRS)]]
     assert [r[0] for r in rows] == [d.name for d in CASE_DIRS]
     assert all(r[2] == "pass" for r in rows)
+    own = {d.name: casetest.load_case(d).rules for d in CASE_DIRS}
+    assert [r[4] for r in rows] == [
+        "built-in" if own[d.name] is None else str((d / own[d.name]).relative_to(REPO)) for d in CASE_DIRS]
     assert lines[-1] == f"{len(CASE_DIRS)} passed, 0 failed"
     assert final_lines(proc.stdout) == [lines[-1]]  # exactly one summary line, and it is the last
 
@@ -192,3 +195,74 @@ def test_case_runner_module_reexports_the_package_runner() -> None:
 
 def test_test_is_visible_in_help() -> None:
     assert re.search(r"^\s+test\s", run_cli("--help").stdout, re.M)
+
+
+# --- test --rules DIR: which rules each case ran with (in-process) --------------------------------
+
+def run_in_process(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    result = CliRunner().invoke(main, ["test", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def renamed_rules(root: Path, name: str, prefix: str) -> Path:
+    rules = root / name
+    shutil.copytree(REPO / "rules", rules)
+    text = (rules / "naming.yaml").read_text(encoding="utf-8")
+    assert text.count('cpu: "gpustack--generic"') == 1
+    (rules / "naming.yaml").write_text(text.replace('cpu: "gpustack--generic"', f'cpu: "{prefix}--generic"'), "utf-8")
+    return rules
+
+
+def row(stdout: str, case: str) -> list[str]:
+    return next(line.split() for line in stdout.splitlines() if line.split()[:1] == [case])
+
+
+def test_rules_option_replaces_the_builtin_rules_of_cases_without_their_own(
+        scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(scratch)
+    plain = write_case(scratch / "cases", "plain", None)
+    assert run_in_process(str(plain), "--update")[0] == 0  # golden from the built-in rules
+    other = renamed_rules(scratch, "other-rules", "other")
+    code, out, _ = run_in_process(str(plain), "--rules", "other-rules")
+    assert code == 1, out
+    assert row(out, "plain") == ["plain", "catalog", "FAIL", row(out, "plain")[3], "other-rules"]
+    assert "  rules: other-rules" in out and "--rules other-rules" in out
+    assert "missing: InstanceTypeFlavor/gpustack--generic" in out and "extra:   InstanceTypeFlavor/other--generic" in out
+    code, out, _ = run_in_process(str(plain))
+    assert code == 0 and row(out, "plain")[4] == "built-in"
+    assert other.is_dir()
+
+
+def test_a_cases_own_rules_win_over_the_rules_option(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(scratch)
+    renamed_rules(scratch, "own-rules", "own")
+    renamed_rules(scratch, "other-rules", "other")
+    case = write_case(scratch / "cases", "own", None, rules="../../own-rules")
+    assert run_in_process(str(case), "--update")[0] == 0
+    assert "name: own--generic" in (case / "expected.yaml").read_text(encoding="utf-8")
+    code, out, _ = run_in_process(str(case), "--rules", "other-rules")
+    assert code == 0, out
+    assert row(out, "own")[4] == "own-rules"
+
+
+def test_rules_option_in_json_and_junit(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(scratch)
+    plain = write_case(scratch / "cases", "plain", None)
+    assert run_in_process(str(plain), "--update")[0] == 0
+    shutil.copytree(REPO / "rules", scratch / "same-rules")
+    code, out, err = run_in_process(str(plain), "--rules", "same-rules", "--format", "json")
+    assert code == 0 and err == "1 passed, 0 failed\n"
+    assert [c["rules"] for c in json.loads(out)["cases"]] == ["same-rules"]
+    code, out, _ = run_in_process(str(plain), "--format", "junit")
+    prop = ET.fromstring(out).find("testsuite/testcase/properties/property")
+    assert code == 0 and prop is not None and (prop.get("name"), prop.get("value")) == ("rules", "built-in")
+
+
+def test_rules_option_must_be_a_directory(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(scratch)
+    plain = write_case(scratch / "cases", "plain", None)
+    code, out, err = run_in_process(str(plain), "--rules", "nope")
+    assert (code, out) == (2, "") and "nope: rules directory not found" in err

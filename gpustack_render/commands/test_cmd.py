@@ -17,8 +17,11 @@ DEFAULT_PATH = "fixtures/cases"
 @click.option("--update", is_flag=True,
               help="Rewrite each case's expected.yaml from the output (only when the exit code is the expected "
                    "one); review `git diff` afterwards.")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Run every case that does not name its own rules directory against this one "
+                   "(default: the built-in rules).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text", show_default=True)
-def command(paths: tuple[Path, ...], update: bool, fmt: str) -> None:
+def command(paths: tuple[Path, ...], update: bool, rules_dir: Path | None, fmt: str) -> None:
     """Run rule test cases and compare each output with its golden, semantically.
 
     A PATH holding case.yaml is one case; any other directory holds one case per sub-folder
@@ -27,6 +30,9 @@ def command(paths: tuple[Path, ...], update: bool, fmt: str) -> None:
     expectExitCode, expectStderr. expected.yaml: the expected objects (render, catalog) or patch
     entries (node-patches). Paths in case files are relative to the case folder; commands run from
     the current directory.
+
+    Rules: a case's own `rules:` wins; the other cases run against --rules DIR when given, else
+    the built-in rules. The RULES column (and "rules" in json, a property in junit) says which.
 
     Prints a result table, the differences of each failing case and one final line
     "N passed, M failed" (for --format json|junit that line goes to stderr). Exit 1 when a case fails.
@@ -37,7 +43,9 @@ def command(paths: tuple[Path, ...], update: bool, fmt: str) -> None:
         missing = [str(p) for p in roots if not p.exists()]
         if missing:
             raise UserError.single("no such case directory", file=", ".join(missing))
-        entries = casetest.run_suite(roots, Path.cwd(), update=update)
+        if rules_dir is not None and not rules_dir.is_dir():
+            raise UserError.single("rules directory not found", file=str(rules_dir))
+        entries = casetest.run_suite(roots, Path.cwd(), update=update, rules=rules_dir)
         if not entries:
             raise UserError.single("no test cases found (a case is a folder with case.yaml)",
                                    file=", ".join(str(p) for p in roots))
