@@ -103,3 +103,66 @@ def write(directory: Path) -> list[Path]:
             path.write_text(text, encoding="utf-8")
             changed.append(path)
     return changed
+
+
+# --- the editor link in each rule file ------------------------------------------------------------
+
+MODELINE_PREFIX = "# yaml-language-server: $schema="
+
+
+def _kind_of(text: str) -> str | None:
+    """The rule kind a file declares (``None`` when it is not a readable rule file)."""
+    import yaml
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if kind in schema.RULE_KINDS else None
+
+
+def linked_text(path: Path, schema_dir: Path) -> str | None:
+    """``path``'s text with its first line the modeline pointing at ``schema_dir`` (relative to the
+    file, so the link survives moving the repository); ``None`` when the file is no rule file."""
+    import os
+    text = path.read_text(encoding="utf-8")
+    kind = _kind_of(text)
+    if kind is None:
+        return None
+    target = Path(os.path.relpath(schema_dir.resolve() / file_name(kind), path.parent.resolve())).as_posix()
+    line = MODELINE_PREFIX + target
+    first, newline, rest = text.partition("\n")
+    if first.startswith(MODELINE_PREFIX):
+        return line + newline + rest
+    return line + "\n" + text
+
+
+def rule_files(rules_dir: Path) -> list[Path]:
+    return sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def relink(rules_dir: Path, schema_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Point every rule file of ``rules_dir`` at the schemas in ``schema_dir``: after copying
+    ``rules/`` into a GitOps repository the built-in ``../schemas/`` link would point nowhere.
+    Returns (files rewritten, files left alone because they are no rule files); only the first line
+    changes, the rest of each file stays byte-identical."""
+    changed, skipped = [], []
+    for path in rule_files(rules_dir):
+        text = linked_text(path, schema_dir)
+        if text is None:
+            skipped.append(path)
+        elif text != path.read_text(encoding="utf-8"):
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    return changed, skipped
+
+
+def compare_links(rules_dir: Path, schema_dir: Path) -> list[str]:
+    """Rule files whose first line does not point at ``schema_dir`` (empty: all linked)."""
+    problems = []
+    for path in rule_files(rules_dir):
+        text = linked_text(path, schema_dir)
+        if text is not None and text != path.read_text(encoding="utf-8"):
+            problems.append(f"{path}: its schema link does not point at {schema_dir} "
+                            f"(fix with `gpustack-render schema -o {schema_dir} --rules {rules_dir}`)")
+    return problems

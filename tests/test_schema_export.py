@@ -123,3 +123,54 @@ def test_cli_check_write_and_print(tmp_path: Path) -> None:
 
 def test_schema_is_visible_in_help() -> None:
     assert "schema" in run_cli("--help").stdout
+
+
+# --- schema -o DIR --rules RULESDIR: the editor link survives copying rules/ (in-process) ---------
+
+def schema_in_process(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    result = CliRunner().invoke(main, ["schema", *args], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_rules_copied_elsewhere_are_relinked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GitOps layout: rules in gitops/gpustack/rules, schemas in gitops/schemas. Each file's first
+    line then points at ../../schemas/<kind>.schema.json (relative, resolvable from the file), and
+    nothing else in the file changes."""
+    repo = tmp_path / "gitops"
+    rules = repo / "gpustack" / "rules"
+    shutil.copytree(RULES, rules)
+    no_link = rules / "topology.yaml"
+    no_link.write_text(no_link.read_text(encoding="utf-8").partition("\n")[2], encoding="utf-8")  # link removed
+    monkeypatch.chdir(repo)
+    code, _, err = schema_in_process("-o", "schemas", "--rules", "gpustack/rules")
+    assert code == 0, err
+    assert f"linked {len(RULE_FILES)} rule file(s) in gpustack/rules to schemas" in err
+    for original in RULE_FILES:
+        copied = rules / original.name
+        first, _, rest = copied.read_text(encoding="utf-8").partition("\n")
+        kind = load(original)["kind"]
+        assert first == f"# yaml-language-server: $schema=../../schemas/{schema_export.file_name(kind)}"
+        assert (copied.parent / first.split("=", 1)[1]).resolve().is_file()
+        assert rest == original.read_text(encoding="utf-8").partition("\n")[2]
+    assert schema_in_process("-o", "schemas", "--rules", "gpustack/rules", "--check")[0] == 0
+    assert load_rules(rules) is not None  # still valid rules
+
+
+def test_check_reports_rule_files_linked_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(RULES, tmp_path / "rules")
+    monkeypatch.chdir(tmp_path)
+    assert schema_in_process("-o", "schemas")[0] == 0
+    code, out, _ = schema_in_process("-o", "schemas", "--rules", "rules", "--check")
+    assert code == 0, out  # the built-in ../schemas/ link is right for rules/ beside schemas/
+    assert schema_in_process("-o", "elsewhere", "--rules", "rules")[0] == 0
+    code, out, _ = schema_in_process("-o", "schemas", "--rules", "rules", "--check")
+    assert code == 1
+    assert "rules/naming.yaml: its schema link does not point at schemas" in out
+
+
+def test_rules_option_needs_an_output_directory() -> None:
+    code, out, err = schema_in_process("--rules", str(RULES))
+    assert (code, out) == (2, "") and "--rules needs -o DIR" in err
