@@ -472,6 +472,23 @@ def test_first_run_bootstraps_the_render_then_commits_only_changes(actions: Acti
     assert any("topology-topo-fnv64-" in p for p in actions.changed_paths())
 
 
+def test_bootstrap_keeps_a_placeholder_in_the_render_directory(actions: Actions, tmp_path: Path) -> None:
+    """A repository that created gpustack/rendered/ with a .gitkeep (Flux's path must exist) and a README."""
+    def with_placeholder(work: Path) -> None:
+        gitops_repo(demo_snapshot())(work)
+        (work / "gpustack" / "rendered").mkdir()
+        (work / "gpustack" / "rendered" / ".gitkeep").write_text("")
+        (work / "gpustack" / "rendered" / "README.md").write_text("Written by CI: do not edit.\n")
+
+    actions.commit("gpustack: snapshot, rules, render directory", with_placeholder)
+    run = actions.run("render", Event("push"))
+    assert run.ok, run.log()
+    files = actions.files("main", "gpustack/rendered")
+    assert files.pop("gpustack/rendered/.gitkeep") == b"" and "gpustack/rendered/README.md" in files
+    files.pop("gpustack/rendered/README.md")
+    assert files == expected_render(tmp_path, demo_snapshot())
+
+
 def test_invalid_rules_fail_before_anything_is_committed(actions: Actions) -> None:
     def refuse_plans(work: Path) -> None:
         queues = work / "gpustack" / "rules" / "queues.yaml"
