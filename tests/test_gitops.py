@@ -6,6 +6,7 @@ layout that Dockerfile gives the image. The GitHub Actions workflow is run in te
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import re
@@ -38,6 +39,10 @@ FLUX = DEPLOY / "flux" / "kustomization.yaml"
 HOOKS = REPO / ".pre-commit-hooks.yaml"
 SHELL_STOP = {";", "&&", "||", "|", ">", ">>", "<", "then", "fi", "do", "done", ")", "("}
 COMMAND_PREFIXES = {"exec", "else", "{"}
+
+
+def load_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def load(path: Path) -> Any:
@@ -294,6 +299,14 @@ def test_argocd_plugin_renders_with_the_overlay_and_prints_only_manifests(tmp_pa
     init, generate = _sync(app, env)
     assert generate.returncode == 0, generate.stderr
     assert "name: topo-fnv64-" in generate.stdout
+    # The application's copy of the built-in output.yaml is fine; its own Output rules are an error
+    # (the plugin's come from its image), never silently replaced.
+    assert filecmp.cmp(app / "rules" / "output.yaml", REPO / "rules" / "output.yaml", shallow=False)
+    (app / "rules" / "output.yaml").write_text(load_text(FLUX_OUTPUT), encoding="utf-8")
+    init, _ = _sync(app, env)
+    assert init.returncode == 2 and init.stdout == "" and "rules/output.yaml: the plugin renders with its own" \
+        in init.stderr, init.stderr
+    shutil.copyfile(REPO / "rules" / "output.yaml", app / "rules" / "output.yaml")
     # A broken snapshot fails the sync (non-zero) at init, with the error on stderr only.
     (app / "snapshot" / "broken.yaml").write_text("kind: [\n", encoding="utf-8")
     init, _ = _sync(app, env)

@@ -489,6 +489,14 @@ def test_bootstrap_keeps_a_placeholder_in_the_render_directory(actions: Actions,
     assert files == expected_render(tmp_path, demo_snapshot())
 
 
+def test_a_push_without_any_snapshot_says_how_to_get_one(actions: Actions) -> None:
+    actions.commit("gpustack: rules", gitops_repo(None))
+    run = actions.run("render", Event("push"))
+    assert not run.ok and run.failed_step == "Validate the render"
+    assert "::error::no snapshot at gpustack/snapshot yet" in run.steps[-1][1]
+    assert actions.log() == ["Admin: gpustack: rules"]
+
+
 def test_invalid_rules_fail_before_anything_is_committed(actions: Actions) -> None:
     def refuse_plans(work: Path) -> None:
         queues = work / "gpustack" / "rules" / "queues.yaml"
