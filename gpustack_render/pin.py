@@ -33,10 +33,13 @@ class QueueChain:
     local_queues: dict[tuple[str, str], str | None] = field(default_factory=dict)   # (ns, name) → clusterQueue
     cluster_queues: dict[str, Mapping[str, Any]] = field(default_factory=dict)     # name → labels
     instance_types: dict[str, str | None] = field(default_factory=dict)            # name → acceleratorGroup
+    namespaces: frozenset[str] | None = None                                       # the snapshot's live Namespaces
+    rendered_local_queues: frozenset[str] = frozenset()                            # names of the rendered LocalQueues
 
     @classmethod
     def build(cls, plan: Plan, snapshot: Snapshot) -> "QueueChain":
-        chain = cls()
+        chain = cls(namespaces=frozenset(snapshot.namespaces),
+                    rendered_local_queues=frozenset(lq.name for lq in plan.local_queues))
         for lq in plan.local_queues:
             chain.local_queues[(lq.namespace, lq.name)] = lq.cluster_queue
         for cq in plan.cluster_queues:
@@ -57,10 +60,12 @@ class QueueChain:
                 chain.instance_types.setdefault(name, it.spec.acceleratorGroup)
         return chain
 
-    def resolve(self, namespace: str, queue: str) -> tuple[str | None, str]:
-        """The InstanceType's accelerator group (the aKey), or ``None`` and why not (§1 step 5)."""
+    def resolve(self, namespace: str, queue: str, reserved: frozenset[str] = frozenset()) -> tuple[str | None, str]:
+        """The InstanceType's accelerator group (the aKey), or ``None`` and why not (§1 step 5).
+        ``reserved`` are the namespaces the rules give no LocalQueue, named when that is the cause."""
         if (namespace, queue) not in self.local_queues:
-            return None, f"LocalQueue {namespace}/{queue} does not exist (neither rendered nor in the snapshot)"
+            return None, (f"LocalQueue {namespace}/{queue} does not exist (neither rendered nor in the snapshot): "
+                          + self._why_no_local_queue(namespace, queue, reserved))
         cluster_queue = self.local_queues[(namespace, queue)]
         if not cluster_queue:
             return None, f"LocalQueue {namespace}/{queue} has no spec.clusterQueue"
@@ -76,6 +81,18 @@ class QueueChain:
         if not group:
             return None, f"InstanceType {cluster_queue} has no spec.acceleratorGroup (a CPU queue)"
         return group, ""
+
+    def _why_no_local_queue(self, namespace: str, queue: str, reserved: frozenset[str]) -> str:
+        """Why the render made no such LocalQueue: the admin's fix differs (add the Namespace, use
+        another namespace, or point the Workload at a queue that exists)."""
+        if namespace in reserved:
+            return f"namespace {namespace} is reserved (rules of kind Namespaces), so no LocalQueue is rendered there"
+        if self.namespaces is not None and namespace not in self.namespaces:
+            return (f"the snapshot has no live Namespace {namespace}, and LocalQueues are rendered only in the "
+                    f"snapshot's Namespaces")
+        if queue not in self.rendered_local_queues:
+            return f"no rendered ClusterQueue has a LocalQueue named {queue}"
+        return "its ClusterQueue's LocalQueue is rendered in other namespaces only"
 
 
 @dataclass
@@ -179,14 +196,14 @@ def pin_workload(workload: WorkloadInput, rules: Rules, chain: QueueChain, setti
     if not settings.get(SETTING, True):
         result.note = f"setting {SETTING} is false"
         return result
-    group, reason = chain.resolve(workload.namespace, queue)
+    group, reason = chain.resolve(workload.namespace, queue, rules.reserved_namespaces)
     if group is None:
         result.note = reason
         return result
     keys = pin_keys(rules, group)
     invalid = [key for key in keys if not valid_qualified_name(key)]
     if invalid:
-        result.note = f"accelerator group {group!r} gives the invalid label key {invalid[0]!r}"
+        result.note = f"accelerator group {group!r} gives the invalid label key {invalid[0]!r}: {_key_problem(invalid[0])}"
         return result
     result.group = group
     for podset in demanding:
@@ -198,6 +215,16 @@ def pin_workload(workload: WorkloadInput, rules: Rules, chain: QueueChain, setti
         result.note = ("already pinned; nothing to add" if any(p.held for p in result.podsets) else
                        "the required node selector has no non-empty term to take the pin; nothing to add")
     return result
+
+
+def _key_problem(key: str) -> str:
+    """Why a fit-label key is not a valid label key, in the words of the Kubernetes rule it breaks."""
+    name = key.rpartition("/")[2]
+    if len(name) > 63:
+        return f"its name part is {len(name)} characters, over 63"
+    if key.count("/") > 1:
+        return "the group holds a '/', and a label key has at most one"
+    return "its name part must be alphanumerics, '-', '_' or '.', alphanumeric at both ends"
 
 
 def _non_empty_terms(pod_spec: dict[str, Any]) -> int:

@@ -7,13 +7,16 @@ without a template, a resource quantity that does not parse, an affinity of the 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, Iterable, Iterator
 
+from gpustack_render import inputs
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.pin_demand import (Container, Demand, Loc, Report, ResourceClassifier, merge_resources,
                                         podset_demand)
-from gpustack_render.snapshot import locate_line, read_documents
+from gpustack_render.snapshot import RAW_ONLY_KINDS, locate_line, read_documents
 
 WORKLOAD_GROUP = "kueue.x-k8s.io"
 WORKLOAD_KIND = "Workload"
@@ -72,14 +75,41 @@ def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list
     """All Workloads of ``paths`` in input order; every problem of every document raised at once."""
     problems: list[Problem] = []
     workloads: list[WorkloadInput] = []
-    for display, doc in read_documents(paths, problems):
-        for obj in _flatten(doc):
+    for display, docs in groupby(read_documents(paths, problems), key=lambda item: item[0]):
+        objects = [obj for _, doc in docs for obj in _flatten(doc)]
+        misplaced = _snapshot_file(objects)
+        if misplaced:  # one line for the file, not one "not a Kueue Workload" per object
+            problems.append(Problem(misplaced, file=display))
+            continue
+        for obj in objects:
             workload = _check(_unshared(obj), display, classifier, problems)
             if workload is not None:
                 workloads.append(workload)
     if problems:
         raise UserError(problems)
     return workloads
+
+
+_SNAPSHOT_KINDS = frozenset(inputs.MODELS) | RAW_ONLY_KINDS
+
+
+def _snapshot_file(objects: list[Any]) -> str:
+    """A WORKLOAD file that holds only objects a snapshot is made of was most likely meant for
+    ``--snapshot``: the message says so (empty when the file holds anything else)."""
+    kinds: Counter[str] = Counter()
+    for obj in objects:
+        api, kind = (obj.get("apiVersion"), obj.get("kind")) if isinstance(obj, dict) else (None, None)
+        if not isinstance(api, str) or not isinstance(kind, str):
+            return ""
+        group = api.rpartition("/")[0]
+        if (group, kind) not in _SNAPSHOT_KINDS:
+            return ""
+        kinds[kind] += 1
+    if not kinds:
+        return ""
+    found = ", ".join(f"{kind}: {n}" for kind, n in sorted(kinds.items()))
+    return (f"holds no Kueue Workload, only snapshot objects ({found}); a snapshot path goes after --snapshot "
+            f"(pin WORKLOAD... --snapshot SNAPSHOT...; every path after --snapshot up to the next option is one)")
 
 
 def _label(obj: dict[str, Any]) -> str:

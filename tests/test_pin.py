@@ -305,7 +305,11 @@ ON = {"workload-fit-affinity": True}
     ("invalid group", _workload([_podset(containers=SLICE)]), _chain(group="Bad Group"), ON,
      "accelerator group 'Bad Group' gives the invalid label key"),
     ("group too long for a label name", _workload([_podset(containers=SLICE)]), _chain(group="n" * 64), ON,
-     "gives the invalid label key"),
+     f"gives the invalid label key '{SL}{'n' * 64}': its name part is 64 characters, over 63"),
+    ("group with a slash", _workload([_podset(containers=SLICE)]), _chain(group="a/b"), ON,
+     "the group holds a '/', and a label key has at most one"),
+    ("group with a space", _workload([_podset(containers=SLICE)]), _chain(group="Bad Group"), ON,
+     "its name part must be alphanumerics, '-', '_' or '.', alphanumeric at both ends"),
 ])
 def test_left_alone(tmp_path: Path, label: str, workload: dict[str, Any], chain: QueueChain,
                     settings_: dict[str, bool], note: str) -> None:
@@ -313,6 +317,23 @@ def test_left_alone(tmp_path: Path, label: str, workload: dict[str, Any], chain:
     result = pin_workload(w, RULES, chain, settings_)
     assert note in result.note
     assert result.patch == [] and result.pinned == workload
+
+
+@pytest.mark.parametrize("namespace, chain, why", [
+    # the snapshot's live Namespaces are team-a and gpustack-system; the rules reserve gpustack-system
+    ("team-b", QueueChain(namespaces=frozenset({"team-a", "gpustack-system"}), rendered_local_queues=frozenset({QUEUE})),
+     "the snapshot has no live Namespace team-b, and LocalQueues are rendered only in the snapshot's Namespaces"),
+    ("gpustack-system", QueueChain(namespaces=frozenset({"team-a", "gpustack-system"}),
+                                   rendered_local_queues=frozenset({QUEUE})),
+     "namespace gpustack-system is reserved (rules of kind Namespaces), so no LocalQueue is rendered there"),
+    ("team-a", QueueChain(namespaces=frozenset({"team-a"}), rendered_local_queues=frozenset({"gpustack-fnv64-other"})),
+     f"no rendered ClusterQueue has a LocalQueue named {QUEUE}"),
+])
+def test_missing_local_queue_says_why(tmp_path: Path, namespace: str, chain: QueueChain, why: str) -> None:
+    """The note names the reason the render made no LocalQueue there, so the admin knows the fix."""
+    (w,) = _read(tmp_path, _workload([_podset(containers=SLICE)], namespace=namespace))
+    assert pin_workload(w, RULES, chain, ON).note == (
+        f"LocalQueue {namespace}/{QUEUE} does not exist (neither rendered nor in the snapshot): {why}")
 
 
 def test_chain_missing_links(tmp_path: Path) -> None:
@@ -361,7 +382,8 @@ def test_key_uses_the_queue_group_whatever_the_base(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("obj, fragments", [
     ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "x"}}, ["Pod/x/p", "not a Kueue Workload"]),
-    ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"}}, ["not a Kueue Workload"]),
+    ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"}},
+     ["holds no Kueue Workload, only snapshot objects (LocalQueue: 1)", "goes after --snapshot"]),
     ({"apiVersion": "example.com/v1", "kind": "Workload", "metadata": {"name": "q"}}, ["not a Kueue Workload"]),
     (_workload([{"name": "a", "count": 1}]), ["Workload/team-a/w", "spec.podSets[0].template", "needs a template"]),
     (_workload([{"name": "a", "template": {}}]), ["spec.podSets[0].template.spec"]),
@@ -379,6 +401,22 @@ def test_bad_input(tmp_path: Path, obj: dict[str, Any], fragments: list[str]) ->
         _read(tmp_path, obj)
     text = str(err.value)
     assert all(f in text for f in fragments), text
+
+
+def test_snapshot_file_as_workload_is_one_problem(tmp_path: Path) -> None:
+    """A file of snapshot objects given as WORKLOAD: one problem for the file that says where it goes,
+    not one "not a Kueue Workload" per object. A file that also holds a Workload is checked object by object."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+    with pytest.raises(UserError) as err:
+        _read(tmp_path, node, {**node, "metadata": {"name": "m"}}, ns)
+    (problem,) = err.value.problems
+    assert problem.message.startswith("holds no Kueue Workload, only snapshot objects (Namespace: 1, Node: 2); ")
+    assert problem.obj == "" and problem.file.endswith(".json")
+    with pytest.raises(UserError) as err:
+        _read(tmp_path, node, _workload([_podset(containers=SLICE)]))
+    assert [p.message for p in err.value.problems] == [
+        "not a Kueue Workload (apiVersion 'v1', kind 'Node'); pin reads only kueue.x-k8s.io Workloads"]
 
 
 def test_workload_list_items_inherit_kind(tmp_path: Path) -> None:

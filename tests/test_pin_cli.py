@@ -82,7 +82,8 @@ SHAPES_NOTES = {
     "default/cpu-queue": "InstanceType gpustack--generic-linux-amd64 has no spec.acceleratorGroup (a CPU queue)",
     "default/no-demand": "no PodSet has a demand (sliced units U > 0 or shared cards N >= 2)",
     "team-b/no-local-queue": "LocalQueue team-b/gpustack-fnv64-6b371caa2da0b799 does not exist (neither rendered "
-                             "nor in the snapshot)",
+                             "nor in the snapshot): the snapshot has no live Namespace team-b, and LocalQueues are "
+                             "rendered only in the snapshot's Namespaces",
     "team-a/zero-terms": "the required node selector has no non-empty term to take the pin; nothing to add",
 }
 
@@ -178,7 +179,8 @@ def test_chain_from_the_snapshot() -> None:
     assert notes(proc.stderr) == {
         "ml/legacy": "ClusterQueue legacy is not labelled resource.gpustack.ai/type=instancetypes",
         "ml/bad-group": "accelerator group 'Bad Group' gives the invalid label key "
-                        "'sliced-max-free-units.fit.gpustack.ai/Bad Group'",
+                        "'sliced-max-free-units.fit.gpustack.ai/Bad Group': its name part must be alphanumerics, "
+                        "'-', '_' or '.', alphanumeric at both ends",
         "ml/orphan": "ClusterQueue gone (of LocalQueue ml/gpustack-fnv64-orphan) does not exist",
         "ml/no-instance-type": "InstanceType no-it (of ClusterQueue no-it) does not exist",
     }
@@ -281,3 +283,52 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 def test_listed_in_help() -> None:
     proc = subprocess.run([sys.executable, "-m", "gpustack_render", "--help"], cwd=REPO, capture_output=True, text=True)
     assert " pin " in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# `--snapshot SNAPSHOT...` (cli-contract.md): every path after --snapshot up to the next option is a
+# snapshot path; a snapshot file given as WORKLOAD is one error that says where it goes. In process.
+# ------------------------------------------------------------------------------------------------
+
+def invoke(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    return CliRunner().invoke(main, ["pin", *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["w", "--snapshot", "a", "b"], ["w", "--snapshot", "a", "--snapshot", "b"]),
+    (["w", "--snapshot", "a", "b", "--format", "json", "v"], ["w", "--snapshot", "a", "--snapshot", "b", "--format", "json", "v"]),
+    (["w", "--snapshot=a", "b", "--explain-nodes", "v"], ["w", "--snapshot=a", "--snapshot", "b", "--explain-nodes", "v"]),
+    (["w", "--snapshot", "a", "-", "--set", "x=y"], ["w", "--snapshot", "a", "--snapshot", "-", "--set", "x=y"]),
+    (["w", "--snapshot", "a", "--", "b"], ["w", "--snapshot", "a", "--", "b"]),
+    (["--format", "yaml", "w", "v"], ["--format", "yaml", "w", "v"]),
+])
+def test_spread_snapshot_paths(args: list[str], expected: list[str]) -> None:
+    from gpustack_render.commands.pin_cmd import spread_snapshot_paths
+    assert spread_snapshot_paths(args) == expected
+
+
+def test_several_paths_after_one_snapshot_option() -> None:
+    """`--snapshot A B` is `--snapshot A --snapshot B`; a WORKLOAD after another option stays a WORKLOAD."""
+    extra, shapes = str(PIN / "extra-workloads.yaml"), str(SHAPES)
+    repeated = invoke(extra, shapes, "--snapshot", str(DEMO), "--snapshot", str(PIN / "snapshot-extra"), "--format", "patch")
+    assert repeated.exit_code == 0, repeated.output
+    spread = invoke(extra, "--snapshot", str(DEMO), str(PIN / "snapshot-extra"), "--format", "patch", shapes)
+    assert spread.exit_code == 0, spread.output
+    assert json.loads(spread.stdout) == json.loads(repeated.stdout)
+    entries = {e["name"]: e["patch"] for e in json.loads(spread.stdout)}
+    assert entries["l4"] and entries["slice-half"]  # the chain of snapshot-extra and of the demo resolved
+
+
+def test_snapshot_path_given_as_workload() -> None:
+    """The demo's files before --snapshot: one error per file saying it goes after --snapshot, no
+    "not a Kueue Workload" per object; nothing on stdout."""
+    result = invoke(str(SHAPES), str(DEMO), "--snapshot", str(DEMO))
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    files = sorted(p for p in DEMO.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+    assert len(lines) == len(files) and "not a Kueue Workload" not in result.stderr
+    assert all(line.startswith("gpustack-render: error: ") and "holds no Kueue Workload, only snapshot objects (" in line
+               and "a snapshot path goes after --snapshot" in line for line in lines), lines

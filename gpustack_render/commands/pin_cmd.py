@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import click
 
@@ -12,10 +12,49 @@ from gpustack_render.errors import PROG, UserError
 from gpustack_render.yamlio import dump_json, dump_yaml_stream
 
 
-@click.command("pin")
+SNAPSHOT_OPTION = "--snapshot"
+
+
+def spread_snapshot_paths(args: Sequence[str]) -> list[str]:
+    """``--snapshot A B`` → ``--snapshot A --snapshot B``: the contract's ``--snapshot SNAPSHOT...``
+    takes every plain argument up to the next option (click options take one value each, so B would
+    otherwise be read as a WORKLOAD). ``-`` is a path (stdin); ``--`` ends the options as usual."""
+    out: list[str] = []
+    collecting = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.extend(args[i:])
+            break
+        if arg == SNAPSHOT_OPTION:
+            out.extend(args[i:i + 2])  # the option and its first value, as click reads them
+            i += 2
+            collecting = True
+            continue
+        if arg.startswith(SNAPSHOT_OPTION + "="):
+            collecting = True
+        elif arg.startswith("-") and arg != "-":
+            collecting = False
+        elif collecting:
+            out.append(SNAPSHOT_OPTION)
+        out.append(arg)
+        i += 1
+    return out
+
+
+class PinCommand(click.Command):
+    """The pin command, reading ``--snapshot SNAPSHOT...`` as cli-contract.md writes it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_snapshot_paths(args))
+
+
+@click.command("pin", cls=PinCommand)
 @click.argument("workloads", nargs=-1, required=True, metavar="WORKLOAD...")
-@click.option("--snapshot", "snapshot", multiple=True, required=True, metavar="SNAPSHOT",
-              help="Cluster snapshot file or directory, or - for stdin (repeatable).")
+@click.option(SNAPSHOT_OPTION, "snapshot", multiple=True, required=True, metavar="SNAPSHOT...",
+              help="Cluster snapshot files or directories, or - for stdin: every path after --snapshot up "
+                   "to the next option (or repeat --snapshot).")
 @set_option
 @rules_option
 @click.option("--format", "fmt", type=click.Choice(["yaml", "json", "patch"]), default="yaml", show_default=True,
