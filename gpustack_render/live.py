@@ -10,11 +10,16 @@ cut down to the settings keys: a snapshot is committed to Git, Secret data beyon
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+import click
 
 from gpustack_render.errors import Diagnostics, Problem, UserError
 
@@ -30,15 +35,20 @@ class Resource:
     version: str
     plural: str
     namespace: str | None = None  # list only this namespace (None: the whole cluster)
+    required: bool = False  # every Kubernetes API serves it: a 404 means the server is not one
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def what(self) -> str:
+        return f"list {self.plural}" + (f" in namespace {self.namespace}" if self.namespace else "")
+
 
 RESOURCES = (
-    Resource("Node", "", "v1", "nodes"),
-    Resource("Namespace", "", "v1", "namespaces"),
+    Resource("Node", "", "v1", "nodes", required=True),
+    Resource("Namespace", "", "v1", "namespaces", required=True),
     Resource("Devices", "worker.gpustack.ai", "v1alpha1", "devices"),
     Resource("InstanceType", "worker.gpustack.ai", "v1alpha1", "instancetypes"),
     Resource("Topology", "kueue.x-k8s.io", "v1beta2", "topologies"),
@@ -50,44 +60,222 @@ RESOURCES = (
 )
 
 
-def _api_client(kubeconfig: Path | None, context: str | None) -> Any:
+# --------------------------------------------------------------------------------------------
+# The kubeconfig
+# --------------------------------------------------------------------------------------------
+
+
+def _kubeconfig_paths(kubeconfig: Path | None) -> list[Path]:
+    """The files the client would read: ``--kubeconfig``, else ``$KUBECONFIG`` (a path list, as
+    kubectl: missing entries are skipped), else ``~/.kube/config``."""
+    if kubeconfig is not None:
+        return [kubeconfig]
+    listed = os.environ.get("KUBECONFIG")
+    if listed:
+        paths = [Path(os.path.expanduser(p)) for p in listed.split(os.pathsep) if p]
+        return [p for p in paths if p.exists()] or paths[:1]
+    return [Path(os.path.expanduser("~/.kube/config"))]
+
+
+def _check_kubeconfig(paths: list[Path], context: str | None) -> None:
+    """Refuse a kubeconfig the client would choke on, with one line that says why.
+
+    The client's own messages for these cases are a YAML parser dump, or ``'str' object does not
+    support item assignment``, or a silent fall back to no credentials.
+    """
+    import yaml
+    contexts: list[str] = []
+    current = ""
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UserError.single("cannot use kubeconfig: not UTF-8 text", file=str(path)) from None
+        except OSError as err:
+            raise UserError.single(f"cannot read kubeconfig: {err.strerror or err}", file=str(path)) from None
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            raise UserError([Problem(f"cannot use kubeconfig: not YAML: {getattr(err, 'problem', None) or err}",
+                                     file=str(path), line=mark.line + 1 if mark else None,
+                                     column=mark.column + 1 if mark else None)]) from None
+        if not isinstance(doc, dict):
+            raise UserError.single("cannot use kubeconfig: not a kubeconfig (a mapping with clusters, "
+                                   "users and contexts)", file=str(path))
+        for entry in doc.get("contexts") or []:
+            if isinstance(entry, dict) and entry.get("name"):
+                contexts.append(str(entry["name"]))
+        current = current or str(doc.get("current-context") or "")
+    where = str(paths[0]) if len(paths) == 1 else os.pathsep.join(map(str, paths))
+    if not contexts:
+        raise UserError.single("cannot use kubeconfig: it has no contexts", file=where)
+    wanted = context or current
+    if not wanted:
+        raise UserError.single(f"cannot use kubeconfig: no current-context; pass --context "
+                               f"(one of: {', '.join(contexts)})", file=where)
+    if wanted not in contexts:
+        how = "--context" if context else "current-context"
+        raise UserError.single(f"cannot use kubeconfig: {how} '{wanted}' is not one of its contexts "
+                               f"({', '.join(contexts)})", file=where)
+
+
+def _api_client(kubeconfig: Path | None, context: str | None, messages: "LibraryMessages") -> Any:
     """An ApiClient from the kubeconfig (``$KUBECONFIG`` / ``~/.kube/config`` by default), or the
     in-cluster service account when there is no kubeconfig and the tool runs in a Pod."""
     from kubernetes import client, config
     cfg = client.Configuration()
-    default = Path(os.path.expanduser(config.KUBE_CONFIG_DEFAULT_LOCATION.split(os.pathsep)[0]))
+    paths = _kubeconfig_paths(kubeconfig)
+    where = str(paths[0])
     try:
-        if kubeconfig is None and context is None and not default.exists() \
-                and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if kubeconfig is None and context is None and not os.environ.get("KUBECONFIG") \
+                and not paths[0].exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)
         else:
+            _check_kubeconfig(paths, context)
             config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, context=context,
                                     client_configuration=cfg, persist_config=False)
-    except (config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
-        where = str(kubeconfig or default)
-        text = str(err).strip().splitlines()[0].strip("'\"") if str(err).strip() else type(err).__name__
-        raise UserError.single(f"cannot use kubeconfig: {text}", file=where) from None
+    except (config.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        raise UserError.single(f"cannot use kubeconfig: {_first_line(err)}", file=where) from None
+    # The client logs a failing exec credential plugin and goes on without credentials.
+    failure = messages.take_errors()
+    if failure:
+        text = failure[0]
+        reason = (f"the exec credential plugin failed: {text.removeprefix('exec:').strip()}"
+                  if text.startswith("exec:") else f"cannot use kubeconfig: {text}")
+        raise UserError.single(reason, file=where)
     cfg.retries = 1
     return client.ApiClient(cfg)
+
+
+def _first_line(err: BaseException | str) -> str:
+    """One line of an exception's text, the way a person would quote it."""
+    text = str(err).strip()
+    if not text:
+        return type(err).__name__ if isinstance(err, BaseException) else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    one = "; ".join(lines)
+    return (one[:300] + "...") if len(one) > 300 else one
+
+
+# --------------------------------------------------------------------------------------------
+# What the libraries print: log records and warnings become our one-line messages
+# --------------------------------------------------------------------------------------------
+
+
+class LibraryMessages(logging.Handler):
+    """Collects what the kubernetes client and urllib3 log and warn while a capture runs.
+
+    Both write to stderr in their own formats (``ERROR:root:exec: process returned 1``, urllib3's
+    retry lines, one InsecureRequestWarning per request). Collected here, a failing exec plugin
+    becomes the command's error, TLS warnings one ``warning:`` line, and retry noise nothing
+    (the request's final failure is reported on its own).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.errors: list[str] = []
+        self._warnings: Any = None
+        self._caught: list[warnings.WarningMessage] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR and not record.name.startswith("urllib3"):
+            self.errors.append(_first_line(record.getMessage()))
+
+    def take_errors(self) -> list[str]:
+        taken, self.errors = self.errors, []
+        return taken
+
+    def __enter__(self) -> "LibraryMessages":
+        # A handler on the root logger also keeps ``logging.error`` from installing basicConfig's.
+        logging.getLogger().addHandler(self)
+        self._warnings = warnings.catch_warnings(record=True)
+        self._caught = self._warnings.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._warnings.__exit__(*exc)
+        logging.getLogger().removeHandler(self)
+
+    def warnings_to(self, diag: Diagnostics, server: str) -> None:
+        """One line per kind of warning the libraries raised."""
+        from urllib3.exceptions import InsecureRequestWarning
+        for caught in self._caught:
+            if issubclass(caught.category, InsecureRequestWarning):
+                diag.warn(f"TLS certificate verification is off for {server} (insecure-skip-tls-verify in the "
+                          f"kubeconfig): the server's identity was not checked")
+            else:
+                diag.warn(f"{caught.category.__name__}: {_first_line(str(caught.message))}")
+
+
+# --------------------------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------------------------
+
+
+class Progress:
+    """Progress per kind and page on stderr (click's progress bar), or nothing at all.
+
+    One step per kind; the text after the bar names the kind, the page and the objects so far (of
+    the total when the server sends ``remainingItemCount``), so a 10,000-Node list shows motion.
+    """
+
+    def __init__(self, shown: bool, steps: int) -> None:
+        self.bar: Any = None
+        if shown:
+            self.bar = click.progressbar(length=steps, label="snapshot", file=sys.stderr, show_eta=False,
+                                         show_percent=False, show_pos=True, item_show_func=lambda item: item)
+
+    def __enter__(self) -> "Progress":
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def page(self, kind: str, page: int, objects: int, remaining: int | None) -> None:
+        if self.bar is None:
+            return
+        total = f"/{objects + remaining}" if remaining else ""
+        self.bar.current_item = f"{kind}: page {page}, {objects}{total} objects"
+        self.bar.render_progress()
+
+    def step(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.update(1, label)
+
+
+# --------------------------------------------------------------------------------------------
+# The capture
+# --------------------------------------------------------------------------------------------
 
 
 class Capture:
     """One capture session: the typed API wrappers over one client, and the page size."""
 
-    def __init__(self, api: Any, page_size: int) -> None:
+    def __init__(self, api: Any, page_size: int, progress: Progress | None = None) -> None:
         from kubernetes import client
         self.page_size = page_size
+        self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.server = api.configuration.host
+        self.progress = progress or Progress(False, 0)
 
-    def _call(self, what: str, fetch: Callable[[], Any]) -> dict[str, Any] | None:
-        """One request → parsed JSON; ``None`` on 404. Failures become one-line user errors."""
+    def _not_kubernetes(self, detail: str) -> UserError:
+        return UserError.single(f"{self.server} is not a Kubernetes API server: {detail} "
+                                f"(check the server URL of the kubeconfig context)")
+
+    def _call(self, what: str, fetch: Callable[[], Any],
+              not_json: Callable[[str], UserError] | None = None) -> dict[str, Any] | None:
+        """One request → parsed JSON object; ``None`` on 404. Failures become one-line user errors
+        (``not_json`` words the one for an answer that is not a JSON object, given its content type)."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
         try:
             response = fetch()
-            return json.loads(response.data)
         except ApiException as err:
             if err.status == 404:
                 return None
@@ -95,38 +283,87 @@ class Capture:
                 raise
             words = {401: "unauthorized: the kubeconfig credentials were rejected",
                      403: f"forbidden: the credentials may not {what}"}
-            reason = words.get(err.status) or (f"HTTP {err.status} {err.reason or ''}".strip() if err.status
-                                               else f"cannot reach the API server: {err.reason}")
+            reason = words.get(err.status) or (f"HTTP {err.status} {err.reason or ''}".strip() + f" while trying to {what}"
+                                               if err.status else f"cannot reach the API server: {err.reason}")
             raise UserError.single(f"{reason} ({self.server})") from None
         except (HTTPError, OSError) as err:
             cause = getattr(err, "reason", None) or err
             raise UserError.single(f"cannot reach the API server {self.server}: "
-                                   f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}")\
-                from None
+                                   f"{type(cause).__name__}: {_first_line(str(cause))}") from None
+        try:
+            parsed = json.loads(response.data)
         except ValueError:
-            raise UserError.single(f"the API server sent a response that is not JSON while trying to {what} "
-                                   f"({self.server})") from None
+            parsed = None
+        if not isinstance(parsed, dict):
+            kind = (response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
+            if not_json is not None:
+                raise not_json(kind)
+            raise UserError.single(f"the API server answered {kind}, not a JSON object, while trying to {what} "
+                                   f"({self.server})")
+        return parsed
+
+    def served_groups(self) -> dict[str, list[str]]:
+        """Discovery (``/api``, ``/apis``): that the server is a Kubernetes API at all, and which
+        versions of which API groups it serves. A wrong URL (an ingress or proxy answering 404 or an
+        HTML page everywhere) must fail here, not look like a cluster without CRDs."""
+        from kubernetes import client
+        timeout = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+        groups: dict[str, list[str]] = {}
+        for path, kind, fetch in (
+                ("/api", "APIVersions", client.CoreApi(self.api).get_api_versions),
+                ("/apis", "APIGroupList", client.ApisApi(self.api).get_api_versions)):
+            found = self._call(f"discover the APIs (GET {path})",
+                               lambda: fetch(_preload_content=False, _request_timeout=timeout),
+                               lambda answer: self._not_kubernetes(f"GET {path} answered {answer}, not JSON"))
+            if found is None:
+                raise self._not_kubernetes(f"GET {path} answered 404")
+            if found.get("kind") != kind:
+                raise self._not_kubernetes(f"GET {path} answered JSON that is not an {kind}")
+            if kind == "APIVersions":
+                if "v1" not in (found.get("versions") or []):
+                    raise self._not_kubernetes(f"GET {path} does not list the core API v1")
+                groups[""] = ["v1"]
+            for group in found.get("groups") or []:
+                if isinstance(group, dict):
+                    groups[str(group.get("name"))] = [str(v.get("version")) for v in group.get("versions") or []
+                                                      if isinstance(v, dict)]
+        return groups
 
     def list(self, res: Resource) -> list[dict[str, Any]] | None:
-        """All objects of ``res``, page by page; ``None`` when the API does not serve it (404)."""
+        """All objects of ``res``, page by page; ``None`` when the API does not serve it (404 on
+        the first page). Any failure after the first page fails the capture: half a list would
+        render as if the rest had been deleted."""
         from kubernetes.client.exceptions import ApiException
-        what = f"list {res.plural}" + (f" in namespace {res.namespace}" if res.namespace else "")
         items: list[dict[str, Any]] = []
         token: str | None = None
         restarted = False
+        page_no = 0
         while True:
+            page_no += 1
+            what = res.what + (f" (page {page_no})" if page_no > 1 else "")
             try:
                 page = self._call(what, lambda: self._fetch(res, token))
             except ApiException:  # 410 Gone: the continue token expired; restart the list once
                 if restarted:
                     raise UserError.single(f"the {res.plural} list kept changing while paging; "
                                            f"try again ({self.server})") from None
-                items, token, restarted = [], None, True
+                items, token, restarted, page_no = [], None, True, 0
                 continue
             if page is None:
-                return None
-            items.extend(_tidy(item, res) for item in page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or None
+                if page_no == 1 and not res.required:
+                    return None
+                if page_no == 1:
+                    raise self._not_kubernetes(f"it does not serve {res.plural} ({res.api_version})")
+                raise UserError.single(f"the API server answered 404 while trying to {what}: the list "
+                                       f"cannot be completed ({self.server})")
+            page_items = page.get("items")
+            if not isinstance(page_items, list) and not (page_items is None and "metadata" in page):
+                raise UserError.single(f"the API server answered JSON that is not a list while trying to "
+                                       f"{what} ({self.server})")
+            items.extend(_tidy(item, res) for item in page_items or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            self.progress.page(res.kind, page_no, len(items), meta.get("remainingItemCount") if token else None)
             if not token:
                 return items
 
@@ -166,29 +403,55 @@ def _tidy(item: dict[str, Any], res: Resource) -> dict[str, Any]:
     return out
 
 
+def _not_served(res: Resource, groups: dict[str, list[str]]) -> str | None:
+    """Why discovery says ``res`` cannot be listed, or ``None`` when its group version is served."""
+    versions = groups.get(res.group)
+    if versions is None:
+        return "not served by the cluster (CRD not installed?)"
+    if res.version not in versions:
+        return f"the cluster serves {res.group} {', '.join(versions) or 'with no version'} only, not {res.version}"
+    return None
+
+
 def capture(kubeconfig: Path | None, context: str | None, page_size: int, settings_source: tuple[str, str],
-            settings_keys: Iterable[str], diag: Diagnostics) -> dict[str, Any]:
-    """The snapshot as one ``List``: every kind of :data:`RESOURCES`, then the settings objects."""
-    api = _api_client(kubeconfig, context)
-    try:
-        session = Capture(api, page_size)
-        items: list[dict[str, Any]] = []
-        for res in RESOURCES:
-            found = session.list(res)
-            if found is None:
-                diag.warn(f"skipping {res.kind} ({res.plural}.{res.group or 'core'}/{res.version}): "
-                          f"not served by the cluster (CRD not installed?)")
-                continue
+            settings_keys: Iterable[str], diag: Diagnostics, progress: bool = False) -> dict[str, Any]:
+    """The snapshot as one ``List``: every kind of :data:`RESOURCES`, then the settings objects.
+    Raises :class:`UserError` unless the server is a Kubernetes API and every list it serves was
+    read completely: an empty or partial snapshot renders as if objects had been deleted."""
+    with LibraryMessages() as messages:
+        api = _api_client(kubeconfig, context, messages)
+        try:
+            with Progress(progress, len(RESOURCES) + 1) as bar:
+                snapshot = _capture_lists(Capture(api, page_size, bar), settings_source, settings_keys, diag, bar)
+        finally:
+            api.close()
+        messages.warnings_to(diag, api.configuration.host)
+        for error in messages.take_errors():  # e.g. a credential refresh that failed but was not needed
+            diag.warn(f"the kubernetes client reported: {error}")
+    return snapshot
+
+
+def _capture_lists(session: Capture, settings_source: tuple[str, str], settings_keys: Iterable[str],
+                   diag: Diagnostics, bar: Progress) -> dict[str, Any]:
+    groups = session.served_groups()
+    items: list[dict[str, Any]] = []
+    for res in RESOURCES:
+        why = None if res.required else _not_served(res, groups)
+        found = None if why else session.list(res)
+        if found is None:
+            diag.warn(f"skipping {res.kind} ({res.plural}.{res.group or 'core'}/{res.version}): "
+                      f"{why or 'not served by the cluster (CRD not installed?)'}")
+        else:
             items.extend(found)
-        namespace, name = settings_source
-        keys = list(settings_keys)
-        for kind in ("Secret", "ConfigMap"):
-            obj = session.settings(kind, namespace, name, keys)
-            if obj is not None:
-                items.append(obj)
-        return {"apiVersion": "v1", "kind": "List", "items": items}
-    finally:
-        api.close()
+        bar.step(f"{res.kind}: done")
+    namespace, name = settings_source
+    keys = list(settings_keys)
+    for kind in ("Secret", "ConfigMap"):
+        obj = session.settings(kind, namespace, name, keys)
+        if obj is not None:
+            items.append(obj)
+    bar.step("settings: done")
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def write_atomically(text: str, target: Path) -> None:

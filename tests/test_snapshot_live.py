@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -61,12 +64,39 @@ OBJECTS: dict[str, dict[str, Any]] = {
 }
 
 
-class FakeApiServer:
-    """Serves LISTS with paging; ``status`` overrides the answer for a path (or ``"*"``)."""
+def discovery(lists: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """``/api`` and ``/apis`` as a real API server answers them, for the groups of ``lists``."""
+    versions: dict[str, list[str]] = {}
+    for path in lists:
+        parts = path.split("/")
+        if parts[1] == "apis":
+            versions.setdefault(parts[2], [])
+            if parts[3] not in versions[parts[2]]:
+                versions[parts[2]].append(parts[3])
+    groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+               "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+              for g, vs in sorted(versions.items())]
+    return {"/api": {"kind": "APIVersions", "versions": ["v1"],
+                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.1:6443"}]},
+            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}}
 
-    def __init__(self, status: dict[str, int] | None = None) -> None:
+
+DISCOVERY = discovery(LISTS)
+
+
+class FakeApiServer:
+    """Serves LISTS with paging and discovery; ``status`` overrides the answer for a path (or
+    ``"*"``), ``page_status`` for one page of a list (``(path, continue token)``); ``html`` answers
+    every request 200 with a web page, like a wrong ingress; ``lists`` replaces LISTS."""
+
+    def __init__(self, status: dict[str, int] | None = None, page_status: dict[tuple[str, str], int] | None = None,
+                 html: bool = False, lists: dict[str, list[dict[str, Any]]] | None = None,
+                 remaining_count: bool = False, tls: tuple[Path, Path] | None = None) -> None:
         self.requests: list[tuple[str, dict[str, list[str]], str]] = []
         self.status = status or {}
+        self.page_status = page_status or {}
+        self.lists = LISTS if lists is None else lists
+        self.objects = {**OBJECTS, **discovery(self.lists)}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -83,31 +113,50 @@ class FakeApiServer:
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 url = urlsplit(self.path)
+                url = url._replace(path=url.path.rstrip("/") or "/")  # the client asks for /api/ and /apis/
                 query = parse_qs(url.query)
                 outer.requests.append((url.path, query, self.headers.get("Authorization", "")))
+                if outer.html:
+                    page = b"<html><body><h1>Welcome to nginx!</h1></body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
                 code = outer.status.get(url.path, outer.status.get("*"))
+                code = outer.page_status.get((url.path, query.get("continue", [""])[0]), code)
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     code = 401
                 if code:
                     self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
                                       "reason": {401: "Unauthorized", 403: "Forbidden", 404: "NotFound"}.get(code)})
                     return
-                if url.path in OBJECTS:
-                    self._send(200, OBJECTS[url.path])
+                if url.path in outer.objects:
+                    self._send(200, outer.objects[url.path])
                     return
-                if url.path not in LISTS:
+                if url.path not in outer.lists:
                     self._send(404, {"kind": "Status", "code": 404, "reason": "NotFound"})
                     return
-                items = LISTS[url.path]
+                items = outer.lists[url.path]
                 start = int(query.get("continue", ["0"])[0])
                 limit = int(query.get("limit", [str(len(items) or 1)])[0])
                 page = items[start:start + limit]
                 more = start + limit < len(items)
-                self._send(200, {"kind": "List", "apiVersion": "v1",
-                                 "metadata": {"resourceVersion": "42", **({"continue": str(start + limit)} if more else {})},
-                                 "items": page})
+                meta: dict[str, Any] = {"resourceVersion": "42"}
+                if more:
+                    meta["continue"] = str(start + limit)
+                    if outer.remaining_count:
+                        meta["remainingItemCount"] = len(items) - start - limit
+                self._send(200, {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page})
 
+        self.html = html
+        self.remaining_count = remaining_count
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:  # (certificate, key): HTTPS with a self-signed certificate
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -159,7 +208,7 @@ def test_snapshot_pages_and_captures_every_kind(server: FakeApiServer, tmp_path:
     assert len(server.calls("/apis/kueue.x-k8s.io/v1beta2/localqueues")) == 2
     # Every request carried the kubeconfig's token; nothing outside the known paths was asked for.
     assert {auth for _, _, auth in server.requests} == {f"Bearer {TOKEN}"}
-    known = set(LISTS) | set(OBJECTS) | {"/api/v1/namespaces/gpustack-system/configmaps/gpustack-settings"}
+    known = set(LISTS) | set(OBJECTS) | set(DISCOVERY) | {"/api/v1/namespaces/gpustack-system/configmaps/gpustack-settings"}
     assert {p for p, _, _ in server.requests} == known
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in snap["items"]:
@@ -194,7 +243,9 @@ def test_snapshot_output_file_is_renderable(server: FakeApiServer, tmp_path: Pat
     # The cluster has no rendered objects yet: diff against the capture itself lists them as added.
     diff = run_cli("diff", str(out), "--format", "json")
     assert diff.returncode == 1, diff.stderr
-    assert {e["action"] for e in json.loads(diff.stdout)} == {"added"}
+    report = json.loads(diff.stdout)
+    changes = report["changes"] if isinstance(report, dict) else report  # {"summary", "changes"} or a list
+    assert changes and {e["action"] for e in changes} == {"added"}
 
 
 def test_snapshot_skips_kinds_whose_crd_is_missing(tmp_path: Path) -> None:
@@ -237,7 +288,7 @@ def test_snapshot_connection_refused_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--kubeconfig", "{tmp}/missing"], "cannot use kubeconfig"),
+    (["--kubeconfig", "{tmp}/missing"], "cannot read kubeconfig"),
     (["--kubeconfig", "{kubeconfig}", "--context", "nope"], "cannot use kubeconfig"),
     (["--page-size", "0"], "page-size"),
 ])
@@ -247,3 +298,246 @@ def test_snapshot_bad_arguments_exit_2(server: FakeApiServer, tmp_path: Path, ar
     assert proc.returncode == 2
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert server.requests == []
+
+
+# --------------------------------------------------------------------------------------------
+# "Safe to apply": a capture that is not the whole cluster fails, writing nothing (in-process)
+# --------------------------------------------------------------------------------------------
+
+
+def invoke(*args: str) -> Any:
+    """The CLI in-process (fast); the fake server runs in a thread of this process."""
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def assert_fails_cleanly(result: Any, out: Path, words: list[str], before: str | None = None) -> str:
+    """Exit 2, exactly one stderr line holding ``words``, nothing on stdout, and the ``-o`` file
+    untouched: absent, or (``before``) still its earlier content, with no temporary file left."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert all(w in lines[0] for w in words), lines[0]
+    assert lines[0].startswith("gpustack-render: error: ") and "Traceback" not in result.stderr
+    assert result.stdout == ""
+    if before is None:
+        assert not out.exists(), "a failed capture must not create the snapshot"
+    else:
+        assert out.read_text(encoding="utf-8") == before, "a failed capture must not replace the snapshot"
+    assert list(out.parent.glob(f".{out.name}.*")) == [], "temporary file left behind"
+    return lines[0]
+
+
+NOT_KUBERNETES = "is not a Kubernetes API server"
+
+
+@pytest.mark.parametrize("server_args, page_size, words", [
+    ({"status": {"*": 404}}, "500", [NOT_KUBERNETES, "GET /api answered 404"]),
+    ({"html": True}, "500", [NOT_KUBERNETES, "text/html, not JSON"]),
+    ({"status": {"/api/v1/nodes": 404}}, "500", [NOT_KUBERNETES, "does not serve nodes"]),
+    ({"status": {"/api/v1/namespaces": 404}}, "500", [NOT_KUBERNETES, "does not serve namespaces"]),
+    ({"status": {"/api/v1/nodes": 403}}, "500", ["forbidden: the credentials may not list nodes"]),
+    ({"status": {"/api/v1/namespaces": 403}}, "500", ["forbidden: the credentials may not list namespaces"]),
+    ({"page_status": {("/api/v1/nodes", "2"): 500}}, "2", ["HTTP 500", "list nodes (page 2)"]),
+    ({"page_status": {("/apis/kueue.x-k8s.io/v1beta2/localqueues", "2"): 500}}, "2",
+     ["HTTP 500", "list localqueues (page 2)"]),
+    ({"page_status": {("/api/v1/nodes", "4"): 404}}, "2", ["404", "list nodes (page 3)", "cannot be completed"]),
+], ids=["404-everywhere", "html-page", "nodes-404", "namespaces-404", "nodes-403", "namespaces-403",
+        "500-on-continue-page", "500-on-crd-continue-page", "404-on-continue-page"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new-file", "existing-file"])
+def test_a_capture_that_is_not_the_whole_cluster_writes_nothing(
+        tmp_path: Path, server_args: dict[str, Any], page_size: str, words: list[str], existing: bool) -> None:
+    out = tmp_path / "snap" / "cluster.json"
+    before = None
+    if existing:
+        out.parent.mkdir()
+        before = '{"apiVersion": "v1", "kind": "List", "items": ["the last good snapshot"]}\n'
+        out.write_text(before, encoding="utf-8")
+    with FakeApiServer(**server_args) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)), "--page-size", page_size,
+                        "-o", str(out))
+    line = assert_fails_cleanly(result, out, words, before)
+    assert f"127.0.0.1:{fake.port}" in line
+
+
+def test_a_missing_crd_group_is_a_warning_and_the_rest_is_captured(tmp_path: Path) -> None:
+    """A cluster without Kueue is real: its kinds are skipped with one warning each, exit 0."""
+    without_kueue = {path: items for path, items in LISTS.items() if "kueue.x-k8s.io" not in path}
+    out = tmp_path / "cluster.json"
+    with FakeApiServer(lists=without_kueue) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        f"gpustack-render: warning: skipping {kind}"
+        for kind in ("Topology", "AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue")]
+    assert all("not served by the cluster" in line for line in lines)
+    assert not any("kueue" in path for path, _, _ in fake.requests), "discovery already said Kueue is absent"
+    kinds = [item["kind"] for item in json.loads(out.read_text(encoding="utf-8"))["items"]]
+    assert kinds.count("Node") == 5 and kinds.count("Namespace") == 2 and kinds.count("Secret") == 1
+
+
+def test_an_older_crd_version_is_named_in_the_warning(tmp_path: Path) -> None:
+    lists = {path.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"): items for path, items in LISTS.items()}
+    with FakeApiServer(lists=lists) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
+    assert result.exit_code == 0, result.stderr
+    assert "skipping ClusterQueue (clusterqueues.kueue.x-k8s.io/v1beta2): the cluster serves kueue.x-k8s.io " \
+           "v1beta1 only, not v1beta2" in result.stderr
+    assert json.loads(result.stdout)["kind"] == "List"
+
+
+def write_kubeconfig(tmp_path: Path, doc: Any) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def exec_kubeconfig(port: int, script: str) -> dict[str, Any]:
+    """A kubeconfig whose user gets its credentials from an exec plugin (a Python one-liner)."""
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+            "users": [{"name": "fake", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                         "command": sys.executable, "args": ["-c", script],
+                                                         "interactiveMode": "Never"}}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}
+
+
+FAILING_PLUGIN = "import sys; sys.stderr.write('token expired\\nrun: cloud auth login\\n'); sys.exit(3)"
+GOOD_PLUGIN = ("import json; print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+               f"'kind': 'ExecCredential', 'status': {{'token': '{TOKEN}'}}}}))")
+
+
+@pytest.mark.parametrize("doc, context, words", [
+    (None, None, ["missing", "cannot read kubeconfig: No such file or directory"]),
+    ("clusters: [unclosed\n", None, ["kubeconfig:2:1", "cannot use kubeconfig: not YAML"]),
+    ("just a sentence\n", None, ["not a kubeconfig"]),
+    ({"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}, None, ["has no contexts"]),
+    ("{kubeconfig}", "nope", ["--context 'nope' is not one of its contexts (fake)"]),
+    ({"apiVersion": "v1", "kind": "Config", "contexts": [{"name": "a", "context": {}}]}, None,
+     ["no current-context; pass --context (one of: a)"]),
+    ("{exec:failing}", None, ["the exec credential plugin failed: process returned 3. token expired; "
+                              "run: cloud auth login"]),
+], ids=["missing", "not-yaml", "not-a-mapping", "no-contexts", "unknown-context", "no-current-context",
+        "exec-plugin-fails"])
+def test_an_unusable_kubeconfig_is_one_line_and_writes_nothing(
+        server: FakeApiServer, tmp_path: Path, doc: Any, context: str | None, words: list[str]) -> None:
+    if doc == "{kubeconfig}":
+        config = kubeconfig(tmp_path, server.port)
+    elif doc == "{exec:failing}":
+        config = write_kubeconfig(tmp_path, exec_kubeconfig(server.port, FAILING_PLUGIN))
+    else:
+        config = tmp_path / "missing" if doc is None else write_kubeconfig(tmp_path, doc)
+    out = tmp_path / "cluster.json"
+    args = ["snapshot", "--kubeconfig", str(config), "-o", str(out)] + (["--context", context] if context else [])
+    line = assert_fails_cleanly(invoke(*args), out, words)
+    assert str(config) in line
+    assert server.requests == [], "nothing may be asked of a server with an unusable kubeconfig"
+
+
+def test_an_exec_plugin_token_is_used(server: FakeApiServer, tmp_path: Path) -> None:
+    config = write_kubeconfig(tmp_path, exec_kubeconfig(server.port, GOOD_PLUGIN))
+    result = invoke("snapshot", "--kubeconfig", str(config))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert {auth for _, _, auth in server.requests} == {f"Bearer {TOKEN}"}
+
+
+# --------------------------------------------------------------------------------------------
+# TLS: an unverified server is one warning line, a failed verification one error line
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl not found on PATH: the TLS tests make their self-signed certificate with it")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=fake",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def tls_kubeconfig(tmp_path: Path, port: int, insecure: bool) -> Path:
+    cluster: dict[str, Any] = {"server": f"https://127.0.0.1:{port}"}
+    if insecure:
+        cluster["insecure-skip-tls-verify"] = True
+    return write_kubeconfig(tmp_path, {
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": cluster}], "users": [{"name": "fake", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]})
+
+
+def test_insecure_skip_tls_verify_is_one_warning_line(self_signed: tuple[Path, Path], tmp_path: Path) -> None:
+    with FakeApiServer(tls=self_signed) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(tls_kubeconfig(tmp_path, fake.port, True)), "--page-size", "2")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"gpustack-render: warning: TLS certificate verification is off for https://127.0.0.1:{fake.port} "
+        f"(insecure-skip-tls-verify in the kubeconfig): the server's identity was not checked"]
+    assert len(json.loads(result.stdout)["items"]) == 5 + 2 + 3 + 1
+
+
+def test_a_certificate_that_does_not_verify_is_one_error_line(self_signed: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "cluster.json"
+    with FakeApiServer(tls=self_signed) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(tls_kubeconfig(tmp_path, fake.port, False)), "-o", str(out))
+    assert_fails_cleanly(result, out, ["cannot reach the API server", "certificate verify failed"])
+
+
+# --------------------------------------------------------------------------------------------
+# Progress on stderr: only on a terminal, never with -q
+# --------------------------------------------------------------------------------------------
+
+
+def test_progress_shows_kinds_and_pages_on_a_terminal(tmp_path: Path) -> None:
+    pty = pytest.importorskip("pty", reason="the progress test needs a pseudo-terminal (POSIX)")
+    out = tmp_path / "cluster.json"
+    with FakeApiServer(remaining_count=True) as fake:
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "gpustack_render", "snapshot", "--kubeconfig",
+                                     str(kubeconfig(tmp_path, fake.port)), "--page-size", "2", "-o", str(out)],
+                                    cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+            os.close(slave)
+            shown = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            assert proc.wait(timeout=120) == 0, shown.decode(errors="replace")
+        finally:
+            os.close(master)
+    text = shown.decode(errors="replace")
+    assert "snapshot  [" in text, text
+    assert "Node: page 1, 2/5 objects" in text and "Node: page 3, 5 objects" in text, text
+    assert "LocalQueue: page 2, 3 objects" in text and "settings: done" in text, text
+    assert "11/11" in text, text
+    assert json.loads(out.read_text(encoding="utf-8"))["kind"] == "List"
+
+
+def test_no_progress_without_a_terminal(server: FakeApiServer, tmp_path: Path) -> None:
+    proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "--page-size", "2")
+    assert proc.returncode == 0
+    assert proc.stderr == "", "progress (or anything) on a stderr that is not a terminal"
+
+
+@pytest.mark.parametrize("flags, shown", [([], True), (["-v"], True), (["-q"], False), (["--quiet"], False)])
+def test_progress_follows_the_terminal_check_and_quiet(server: FakeApiServer, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch, flags: list[str],
+                                                       shown: bool) -> None:
+    from gpustack_render.commands import snapshot_cmd
+    monkeypatch.setattr(snapshot_cmd, "stderr_is_terminal", lambda: True)
+    result = invoke(*flags, "snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)))
+    assert result.exit_code == 0, result.stderr
+    # CliRunner's stderr is no terminal, so click's bar prints just its label: enough to see it ran.
+    assert ("snapshot" in result.stderr) is shown, result.stderr
+    assert json.loads(result.stdout)["kind"] == "List"

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 from typing import Any
 
 import click
 
-from gpustack_render.commands.common import command_body, rules_option, write_stdout
+from gpustack_render.commands.common import VERBOSITY, command_body, rules_option, write_stdout
 from gpustack_render.errors import Diagnostics
+
+
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def show_progress() -> bool:
+    """Progress only for a person watching: stderr is a terminal and ``-q`` was not given. In CI
+    or a pipe the bar would be noise in the log (and a 10,000-Node capture would print pages)."""
+    return VERBOSITY["level"] >= 0 and stderr_is_terminal()
 
 
 @click.command("snapshot")
@@ -27,7 +38,9 @@ def command(kubeconfig: Path | None, context: str | None, output: Path | None, p
     settings object as one JSON List, ready for render/diff/validate.
 
     The settings Secret is reduced to the settings keys of rules/settings.yaml. A kind whose CRD is
-    not installed is skipped with a warning. Unreachable API server, 401 or 403: exit 2.
+    not installed is skipped with a warning. Exit 2, writing nothing, when the server is not a
+    Kubernetes API, is unreachable, answers 401/403, cannot list Nodes or Namespaces, or a list
+    fails midway, and when the kubeconfig cannot be used. Progress on stderr when it is a terminal.
     """
     def action(state: dict[str, Any]) -> None:
         from gpustack_render.live import capture, write_atomically
@@ -36,7 +49,8 @@ def command(kubeconfig: Path | None, context: str | None, output: Path | None, p
         diag = Diagnostics()
         state["ctx"] = types.SimpleNamespace(diagnostics=diag)
         rules = load_rules(rules_dir)
-        snapshot = capture(kubeconfig, context, page_size, rules.settings_source, rules.setting_defaults, diag)
+        snapshot = capture(kubeconfig, context, page_size, rules.settings_source, rules.setting_defaults, diag,
+                           progress=show_progress())
         text = dump_json(snapshot)
         if output is None:
             write_stdout(text)
