@@ -342,3 +342,10 @@ def test_cli_unknown_pool_is_a_usage_error_with_a_suggestion() -> None:
     assert "Traceback" not in result.stderr
     far = cli("graph", DEMO, "--pool", "zzz")
     assert far.exit_code == 2 and all(p in far.stderr for p in pool_names(rendered((DEMO,))))
+
+
+def test_cli_output_does_not_depend_on_input_order() -> None:
+    files = sorted(str(p) for p in Path(DEMO).iterdir())
+    for fmt in ("mermaid", "dot"):
+        outputs = {cli("graph", *order, "--format", fmt).stdout for order in (files, files[::-1])}
+        assert len(outputs) == 1 and next(iter(outputs)).strip()

@@ -204,3 +204,11 @@ def test_summary_uses_the_one_evaluation() -> None:
     evaluation = ctx.evaluation
     summarise(ctx, pipeline.fit_node_labels(ctx))
     assert ctx.evaluation is evaluation
+
+
+def test_output_does_not_depend_on_input_order() -> None:
+    files = sorted(str(p) for p in Path(DEMO).iterdir())
+    outputs = {cli("summary", *order).stdout for order in (files, files[::-1])}
+    assert len(outputs) == 1 and next(iter(outputs)).startswith("NAME ")
+    wide = {cli("summary", *order, "-o", "wide").stdout for order in (files, files[::-1])}
+    assert len(wide) == 1
