@@ -21,6 +21,7 @@ does the same with cel-python (``celpy``, pure Python, RE2 for ``matches``):
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -301,10 +302,37 @@ class CelPlan:
     root: RuleNode | None
     transition_rules: int = 0
     notes: list[str] = field(default_factory=list)
+    # (node, the value as canonical JSON) -> the node's problems relative to it. A render repeats
+    # values (the same tolerations on every flavor); an interpreted CEL evaluation costs far more
+    # than the key, so each distinct value is evaluated once per rule node.
+    _memo: dict[tuple[int, str], list[Issue]] = field(default_factory=dict, repr=False)
 
     def issues(self, obj: dict[str, Any]) -> Iterator[Issue]:
         if self.root is not None:
-            yield from _walk(self.root, json_to_cel(obj), [])
+            yield from self._walk(self.root, obj, [])
+
+    def _walk(self, node: RuleNode, value: Any, path: list[Any]) -> Iterator[Issue]:
+        if node.rules:
+            for at, message in self._node_issues(node, value):
+                yield path + at, message
+        if isinstance(value, dict):
+            for name, child in node.properties.items():
+                if name in value:
+                    yield from self._walk(child, value[name], path + [name])
+            if node.values is not None:
+                for key, item in value.items():
+                    yield from self._walk(node.values, item, path + [str(key)])
+        elif isinstance(value, list) and node.items is not None:
+            for i, item in enumerate(value):
+                yield from self._walk(node.items, item, path + [i])
+
+    def _node_issues(self, node: RuleNode, value: Any) -> list[Issue]:
+        key = (id(node), json.dumps(value, sort_keys=True, separators=(",", ":"), default=str))
+        found = self._memo.get(key)
+        if found is None:  # from the JSON text: YAML timestamps and the like arrive as strings, as in the API
+            cel_value = json_to_cel(json.loads(key[1]))
+            found = self._memo[key] = [issue for rule in node.rules for issue in rule.check(cel_value, [])]
+        return found
 
 
 def _schema_path(path: list[str]) -> str:
@@ -362,17 +390,3 @@ def _compile_entry(spec: Any, path: list[str], plan: CelPlan, where: str) -> Rul
         steps = []
     return Rule(text, compiled.program, message, message_program, tuple(steps))
 
-
-def _walk(node: RuleNode, value: Any, path: list[Any]) -> Iterator[Issue]:
-    for rule in node.rules:
-        yield from rule.check(value, path)
-    if isinstance(value, dict):
-        for name, child in node.properties.items():
-            if name in value:
-                yield from _walk(child, value[name], path + [name])
-        if node.values is not None:
-            for key, item in value.items():
-                yield from _walk(node.values, item, path + [str(key)])
-    elif isinstance(value, list) and node.items is not None:
-        for i, item in enumerate(value):
-            yield from _walk(node.items, item, path + [i])
