@@ -194,6 +194,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     fit = capacity.fitLabels
     fit_sliced = fmt("Capacity", ("fitLabels", "slicedMaxFreeUnits"), fit.slicedMaxFreeUnits, {"aKey"})
     fit_shared = fmt("Capacity", ("fitLabels", "sharedFreeCards"), fit.sharedFreeCards, {"aKey"})
+    _check_fit_label_formats(c, fit, fit_sliced, fit_shared)
     share_expr = c.at("Capacity", ("fitLabels", "shareUnits"), lambda: Arithmetic.compile(fit.shareUnits, {"M"}))
     share_units = share_expr(M=manus.unitsPerAccelerator) if share_expr else 0
     pin_formats = _workload_fit(c, capacity.workloadFit, fmt)
@@ -259,6 +260,24 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         lifecycle_markers=lifecycle.markers,
         origins=c.origins, models=m, diff=m["Diff"], output=output,
     )
+
+
+def _check_fit_label_formats(c: _Compiler, fit: schema.FitLabels, *formats: Any) -> None:
+    """Ownership of fit labels is "either format with some aKey" (stage3-node.md §5), and owned
+    labels that are not desired are removed: a format must hold ``{aKey}`` exactly once, with text
+    around it, and the two must differ, or the renderer would remove labels it never wrote."""
+    fields = ("slicedMaxFreeUnits", "sharedFreeCards")
+    for field_name, label_format in zip(fields, formats):
+        if label_format is None:
+            continue
+        probe = label_format.render({"aKey": "\x00"})
+        if probe.count("\x00") != 1:
+            c.fail("Capacity", ("fitLabels", field_name), "must contain the placeholder {aKey} exactly once")
+        elif probe == "\x00":
+            c.fail("Capacity", ("fitLabels", field_name), "needs text besides {aKey}",
+                   "the renderer owns, and removes, every label of this form")
+    if fit.slicedMaxFreeUnits == fit.sharedFreeCards:
+        c.fail("Capacity", ("fitLabels", "sharedFreeCards"), f"'{fit.sharedFreeCards}' is already used by slicedMaxFreeUnits")
 
 
 def _workload_fit(c: _Compiler, pin: schema.WorkloadFit, fmt: Callable[..., Any]) -> tuple[Any, Any, Any]:

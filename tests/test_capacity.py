@@ -11,6 +11,7 @@ Vocabulary used in the comments: M = 1,600,000 units per card; L / P = logical /
 from __future__ import annotations
 
 import itertools
+import re
 import json
 import subprocess
 import sys
@@ -1243,3 +1244,177 @@ def test_fit_label_with_tilde_escaped_on_removal(tmp_path: Path) -> None:
     node = make_node("n1", managed="false", labels={SLICED + "a~b": "1"})
     assert patches(tmp_path, [node]) == [{"node": "n1", "subresource": "", "patch": [
         rm("/metadata/labels/sliced-max-free-units.fit.gpustack.ai~1a~0b")]}]
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. Fit-label populations are ledger rows joined to their spec card (§5, issue 12.4), in-process
+# --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def capacity_evaluator() -> Any:
+    from gpustack_render.errors import Diagnostics
+    from gpustack_render.evaluate.capacity import CapacityEvaluator
+    from gpustack_render.rules import load_rules
+    return CapacityEvaluator(load_rules(), Diagnostics())
+
+
+def _fit_labels_of(evaluator: Any, cards: list[dict], rows: list[dict]) -> dict[str, str]:
+    from gpustack_render import inputs
+    node = inputs.Node.model_validate(make_node("n1", akeys={"nvidia-l40s": {}}))
+    devices = inputs.Devices.model_validate(
+        make_devices("n1", [group("nvidia", "l40s", cards)], [ledger("nvidia", "l40s", rows)]))
+    return evaluator.fit_labels(node, devices)
+
+
+L40S_SLICED, L40S_SHARED = SLICED + "nvidia-l40s", SHARED + "nvidia-l40s"
+
+LEDGER_ROW_CASES = [
+    pytest.param(
+        [logical_card("c0"), logical_card("c1"), whole_card("c2")],
+        [row("c0", 3, remaining=500000, allocated_slices=1)],
+        # c1 (sliceable) and c2 (whole) have no row: only c0 counts. c0 is Sliced -> 0 shared cards.
+        {L40S_SLICED: "500000", L40S_SHARED: "0"}, id="cards-without-rows-among-others-not-counted"),
+    pytest.param(
+        [logical_card("c0"), logical_card("c1")],
+        [row("c1", 0, remaining=1600000)],
+        # c0 without a row would otherwise be a fully free slice source: it is not one
+        {L40S_SLICED: "1600000", L40S_SHARED: "1"}, id="row-for-one-of-two-sliceable-cards"),
+    pytest.param(
+        [logical_card("c0"), whole_card("c1")],
+        [row("c1", 0, remaining=1600000)],
+        # the only sliceable card has no row: no sliced label at all (not "0"); c1 gives the shared one
+        {L40S_SHARED: "1"}, id="only-sliceable-card-without-row-no-sliced-label"),
+    pytest.param(
+        [mig_card("m0", A100_PROFILES), whole_card("c1")],
+        [row("m0", 4, remaining_profiles=[("1g.10gb", 7)])],
+        # the only whole-card capable card has no row (m0 is partitioned): no shared label
+        {}, id="only-shared-card-without-row-no-shared-label"),
+    pytest.param(
+        [mig_card("m0", A100_PROFILES), logical_card("c1")],
+        [row("m0", 4, remaining_profiles=[("1g.10gb", 7)])],
+        # c1 is in both populations but has no row: neither label
+        {}, id="only-non-partitioned-card-without-row-no-labels"),
+    pytest.param(
+        [logical_card("c0"), whole_card("c1")],
+        [],
+        {}, id="no-rows-at-all-no-labels"),
+    pytest.param(
+        [logical_card("c0")],
+        [row("ghost", 0, remaining=1600000)],
+        # a row without a spec card is not a member either
+        {}, id="only-row-has-no-spec-card-no-labels"),
+]
+
+
+@pytest.mark.parametrize("cards, rows, expected", LEDGER_ROW_CASES)
+def test_fit_label_populations_are_ledger_rows(capacity_evaluator: Any, cards: list[dict], rows: list[dict],
+                                               expected: dict[str, str]) -> None:
+    assert _fit_labels_of(capacity_evaluator, cards, rows) == expected
+
+
+def test_fit_label_of_card_that_lost_its_row_is_removed(tmp_path: Path) -> None:
+    # Before: a label "0" from when the sliceable card had a row. Now it has none: the label goes.
+    node = make_node("n1", akeys={"nvidia-l40s": {}}, labels={L40S_SLICED: "0", L40S_SHARED: "1"})
+    devices = make_devices("n1", [group("nvidia", "l40s", [logical_card("c0"), whole_card("c1")])],
+                           [ledger("nvidia", "l40s", [row("c1", 0, remaining=1600000)])])
+    assert label_ops_of(tmp_path, [node, devices]) == [rm(lab(L40S_SLICED))]
+
+
+def _rules_with_populations(tmp_path: Path, sliced: str, shared: str) -> Path:
+    import shutil
+    rules = tmp_path / "rules"
+    shutil.copytree(REPO / "rules", rules)
+    text = (rules / "capacity.yaml").read_text()
+    old = "    slicedMaxFreeUnits: logical\n    sharedFreeCards: wholeCard\n"
+    assert text.count(old) == 1, "rules/capacity.yaml no longer has the populations block this test edits"
+    (rules / "capacity.yaml").write_text(text.replace(
+        old, f"    slicedMaxFreeUnits: {sliced}\n    sharedFreeCards: {shared}\n"))
+    return rules
+
+
+def test_fit_label_populations_are_rule_data(tmp_path: Path) -> None:
+    """Changing ``fitLabels.populations`` in the rules changes which cards count, with no code change."""
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    rules = _rules_with_populations(tmp_path, "logical", "logical")
+    node = make_node("n1", akeys={"nvidia-l40s": {}})
+    devices = make_devices("n1", [group("nvidia", "l40s", [logical_card("c0"), whole_card("c1")])],
+                           [ledger("nvidia", "l40s", [row("c0", 3, remaining=800000, allocated_slices=1),
+                                                      row("c1", 0, remaining=1600000)])])
+    snap = write_snapshot(tmp_path, [node, devices])
+    # built-in: c1 (whole card, None, 1.6M free) is a shared card -> 1; with shared = logical only c0
+    # (Sliced) is a candidate -> 0
+    for rules_args, shared in (([], "1"), (["--rules", str(rules)], "0")):
+        result = CliRunner().invoke(main, ["node-patches", str(snap), *rules_args, "--format", "json"])
+        assert result.exit_code == 0, result.output
+        assert entry_ops(json.loads(result.stdout), "n1", "") == fit_ops("nvidia-l40s", shared, "800000")
+
+
+def test_fit_label_population_unknown_value_is_a_rule_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    rules = _rules_with_populations(tmp_path, "logical", "everyCard")
+    result = CliRunner().invoke(main, ["lint", "--rules", str(rules)])
+    assert result.exit_code == 1, result.output
+    line = next(ln for ln in result.stdout.splitlines() if "populations" in ln)
+    assert re.match(r".*capacity\.yaml:\d+:\d+: error: fitLabels\.populations\.sharedFreeCards", line), line
+
+
+def _rules_with_fit_formats(tmp_path: Path, sliced: str, shared: str) -> Path:
+    import shutil
+    rules = tmp_path / "rules-fit"
+    shutil.copytree(REPO / "rules", rules)
+    text = (rules / "capacity.yaml").read_text()
+    old = ('  slicedMaxFreeUnits: "sliced-max-free-units.fit.gpustack.ai/{aKey}"\n'
+           '  sharedFreeCards: "shared-free-cards.fit.gpustack.ai/{aKey}"\n')
+    assert text.count(old) == 1, "rules/capacity.yaml no longer has the fitLabels formats this test edits"
+    (rules / "capacity.yaml").write_text(text.replace(
+        old, f'  slicedMaxFreeUnits: "{sliced}"\n  sharedFreeCards: "{shared}"\n'))
+    return rules
+
+
+def test_fit_label_ownership_follows_the_rule_formats(tmp_path: Path) -> None:
+    """Renamed fit labels in the rules: the new keys are written and owned (stale ones removed);
+    the built-in keys are then foreign and left alone."""
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    rules = _rules_with_fit_formats(tmp_path, "fit.example.com/{aKey}.sliced", "fit.example.com/{aKey}.shared")
+    node = make_node("n1", akeys={"nvidia-l40s": {}}, labels={
+        "fit.example.com/nvidia-old.sliced": "5",   # owned under the new formats, stale -> removed
+        SLICED + "nvidia-l40s": "7",                # the built-in key: foreign now -> kept
+        "fit.example.com/.sliced": "1",             # empty aKey: not owned
+    })
+    devices = make_devices("n1", [group("nvidia", "l40s", [logical_card("c0")])],
+                           [ledger("nvidia", "l40s", [row("c0", 0, remaining=1600000)])])
+    result = CliRunner().invoke(main, ["node-patches", str(write_snapshot(tmp_path, [node, devices])),
+                                       "--rules", str(rules), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert entry_ops(json.loads(result.stdout), "n1", "") == [
+        add(lab("fit.example.com/nvidia-l40s.shared"), "1"),
+        add(lab("fit.example.com/nvidia-l40s.sliced"), "1600000"),
+        rm(lab("fit.example.com/nvidia-old.sliced")),
+    ]
+
+
+@pytest.mark.parametrize("sliced, shared, field, message", [
+    pytest.param("{aKey}", "shared-free-cards.fit.gpustack.ai/{aKey}", "slicedMaxFreeUnits",
+                 "needs text besides {aKey}", id="placeholder-only"),
+    pytest.param("sliced-max-free-units.fit.gpustack.ai/{aKey}", "x/{aKey}-{aKey}", "sharedFreeCards",
+                 "must contain the placeholder {aKey} exactly once", id="placeholder-twice"),
+    pytest.param("fit.example.com/{aKey}", "fit.example.com/{aKey}", "sharedFreeCards",
+                 "already used by slicedMaxFreeUnits", id="same-format-twice"),
+])
+def test_fit_label_formats_that_would_own_foreign_labels_are_rule_errors(
+        tmp_path: Path, sliced: str, shared: str, field: str, message: str) -> None:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    rules = _rules_with_fit_formats(tmp_path, sliced, shared)
+    result = CliRunner().invoke(main, ["lint", "--rules", str(rules)])
+    assert result.exit_code == 1, result.output
+    lines = [ln for ln in result.stdout.splitlines() if ": error: " in ln]
+    assert len(lines) == 1, result.stdout
+    assert re.match(rf".*capacity\.yaml:\d+:\d+: error: fitLabels\.{field}: .*{re.escape(message)}", lines[0]), lines[0]

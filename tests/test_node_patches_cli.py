@@ -454,3 +454,162 @@ def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# 10. Missing Devices never remove data silently (stage3-node.md §4.3, issue 10.5), in-process
+# --------------------------------------------------------------------------------------------------
+
+L4 = "nvidia-l4"
+# gpu-* Nodes already carry exactly what their Devices (below) give: one logical L4 card of 128
+# slices, 24Gi -> 24576 MiB; row: mode None, 1600000 free -> sliced 1600000, 1 shared card.
+L4_KEYS = {"nvidia.com/gpu.sliced.units": "1600k", "nvidia.com/gpu.sliced.cores-percentage": "12800",
+           "nvidia.com/gpu.sliced.memory-percentage": "100", "nvidia.com/gpu.sliced.memory-mib": "24576"}
+L4_LABELS = {SLICED + L4: "1600000", SHARED + L4: "1"}
+REMOVE_L4_KEYS = [rm(cap(k)) for k in sorted(L4_KEYS)]
+REMOVE_L4_LABELS = [rm(lab(SHARED + L4)), rm(lab(SLICED + L4))]
+
+
+def _gpu_node(name: str, managed: str = "true") -> dict:
+    return make_node(name, managed=managed, akeys={L4: {"memory": "24Gi", "count": "1"}}, labels=dict(L4_LABELS),
+                     capacity={"cpu": "16", "nvidia.com/gpu.sliced": "128", **L4_KEYS})
+
+
+def _l4_devices(name: str) -> dict:
+    return make_devices(name, [group("nvidia", "l4", [logical_card(f"{name}-c0")])],
+                        [ledger("nvidia", "l4", [row(f"{name}-c0", 0, remaining=1600000)])])
+
+
+def _fleet() -> list[dict]:
+    """Two managed GPU Nodes with owned keys, a fresh GPU Node (accelerator labels only), an unmanaged
+    GPU Node with stale keys, and a CPU Node."""
+    return [_gpu_node("gpu-1"), _gpu_node("gpu-2"), make_node("fresh-gpu", akeys={L4: {"memory": "24Gi", "count": "1"}}),
+            _gpu_node("gpu-u", managed="false"), make_node("cpu-1", capacity={"cpu": "8"})]
+
+
+def _invoke(tmp_path: Path, objects: list[dict], *args: str, command: str = "node-patches") -> Any:
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    snap = write_snapshot(tmp_path, objects)
+    return CliRunner().invoke(main, [command, str(snap), *args, "--format", "json"])
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("gpustack-render: warning: ")]
+
+
+def test_no_devices_at_all_leaves_gpu_nodes_untouched(tmp_path: Path) -> None:
+    result = _invoke(tmp_path, _fleet())
+    assert result.exit_code == 0, result.output
+    # only the unmanaged Node loses its keys: that removal does not depend on Devices
+    assert json.loads(result.stdout) == [
+        {"node": "gpu-u", "subresource": "", "patch": REMOVE_L4_LABELS},
+        {"node": "gpu-u", "subresource": "status", "patch": REMOVE_L4_KEYS},
+    ]
+    warnings = _warnings(result.stderr)
+    assert len(warnings) == 1, result.stderr
+    assert "no Devices object at all" in warnings[0] and "3 managed Node(s)" in warnings[0]
+    assert "(fresh-gpu, gpu-1, gpu-2)" in warnings[0]
+    assert "captured without Devices" in warnings[0] and "left untouched" in warnings[0]
+    assert "gpu-u" not in warnings[0] and "cpu-1" not in warnings[0]
+
+
+def test_no_devices_warning_names_five_then_counts(tmp_path: Path) -> None:
+    nodes = [_gpu_node(f"gpu-{i}") for i in range(8)]
+    result = _invoke(tmp_path, nodes)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
+    warnings = _warnings(result.stderr)
+    assert len(warnings) == 1, result.stderr
+    assert "8 managed Node(s) show accelerators (gpu-0, gpu-1, gpu-2, gpu-3, gpu-4 and 3 more)" in warnings[0]
+    assert "gpu-5" not in warnings[0]
+
+
+def test_no_devices_at_all_strict_devices_exits_2(tmp_path: Path) -> None:
+    result = _invoke(tmp_path, _fleet(), "--strict-devices")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("gpustack-render: error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "no Devices object at all" in errors[0] and "(fresh-gpu, gpu-1, gpu-2)" in errors[0]
+    assert "--strict-devices" in errors[0]
+    assert "Traceback" not in result.stderr and not _warnings(result.stderr)
+
+
+def test_strict_devices_accepts_a_snapshot_without_gpu_nodes(tmp_path: Path) -> None:
+    # no Devices, but nothing shows an accelerator: nothing could be lost, nothing to refuse
+    result = _invoke(tmp_path, [make_node("cpu-1", capacity={"cpu": "8"})], "--strict-devices")
+    assert (result.exit_code, json.loads(result.stdout), result.stderr) == (0, [], "")
+
+
+def test_diff_include_node_patches_skips_the_same_nodes(tmp_path: Path) -> None:
+    result = _invoke(tmp_path, _fleet(), "--include-node-patches", command="diff")
+    assert result.exit_code == 1, result.output  # there are differences (the whole chain is new)
+    data = json.loads(result.stdout)
+    changes = data["changes"] if isinstance(data, dict) else data
+    assert sorted((c["name"], c["subresource"]) for c in changes if c["kind"] == "Node") == [
+        ("gpu-u", ""), ("gpu-u", "status")]
+    assert [w for w in _warnings(result.stderr) if "no Devices object at all" in w], result.stderr
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict-devices"])
+def test_devices_for_others_one_gpu_node_without_removes_with_warning(tmp_path: Path, strict: bool) -> None:
+    objects = [*_fleet(), _l4_devices("gpu-1")]
+    result = _invoke(tmp_path, objects, *(["--strict-devices"] if strict else []))
+    assert result.exit_code == 0, result.output
+    # gpu-1 is already right; gpu-2 has no Devices of its own: §4.3 removes its keys; gpu-u is unmanaged
+    assert json.loads(result.stdout) == [
+        {"node": "gpu-2", "subresource": "", "patch": REMOVE_L4_LABELS},
+        {"node": "gpu-2", "subresource": "status", "patch": REMOVE_L4_KEYS},
+        {"node": "gpu-u", "subresource": "", "patch": REMOVE_L4_LABELS},
+        {"node": "gpu-u", "subresource": "status", "patch": REMOVE_L4_KEYS},
+    ]
+    # one warning, naming gpu-2 only: fresh-gpu loses nothing, gpu-u goes for being unmanaged
+    assert _warnings(result.stderr) == [
+        "gpustack-render: warning: Node/gpu-2: no Devices object of that name in the snapshot (it holds "
+        "Devices for other Nodes): removing its 4 capacity key(s) and 2 fit label(s)"], result.stderr
+
+
+@pytest.mark.parametrize("devices", [
+    pytest.param({"spec": {"groups": []}}, id="no-groups"),
+    pytest.param({"spec": {"groups": [group("nvidia", "l4", [])]},
+                  "status": {"groups": [ledger("nvidia", "l4", [])]}}, id="group-without-cards-or-rows"),
+])
+def test_devices_say_cards_gone_removal_is_quiet(tmp_path: Path, devices: dict) -> None:
+    gone = {"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "metadata": {"name": "gpu-1"},
+            **devices}
+    result = _invoke(tmp_path, [_gpu_node("gpu-1"), gone])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [
+        {"node": "gpu-1", "subresource": "", "patch": REMOVE_L4_LABELS},
+        {"node": "gpu-1", "subresource": "status", "patch": REMOVE_L4_KEYS},
+    ]
+    assert result.stderr == ""
+
+
+# --------------------------------------------------------------------------------------------------
+# 11. fixtures/cases/fit-ledger-rows(-applied): the two cases form a fixed point
+# --------------------------------------------------------------------------------------------------
+
+CASES = REPO / "fixtures" / "cases"
+
+
+def _items(path: Path) -> list[dict]:
+    out: list[dict] = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc:
+            out.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    return out
+
+
+def test_fit_ledger_rows_applied_is_the_patched_snapshot() -> None:
+    """fit-ledger-rows-applied holds exactly fit-ledger-rows' Nodes with that case's expected
+    (hand-derived) patches applied, and the same Devices; its own case expects no patches."""
+    before, after = CASES / "fit-ledger-rows", CASES / "fit-ledger-rows-applied"
+    nodes = {n["metadata"]["name"]: n for n in _items(before / "nodes.yaml")}
+    for entry in yaml.safe_load((before / "expected.yaml").read_text()):
+        nodes[entry["node"]] = jsonpatch.apply_patch(nodes[entry["node"]], entry["patch"])
+    assert {n["metadata"]["name"]: n for n in _items(after / "nodes.yaml")} == nodes
+    assert _items(after / "devices.yaml") == _items(before / "devices.yaml")
+    assert yaml.safe_load((after / "expected.yaml").read_text()) == []

@@ -21,7 +21,6 @@ from gpustack_render.schema import FitPopulations
 
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-FIT_PREFIXES = ("sliced-max-free-units.fit.gpustack.ai/", "shared-free-cards.fit.gpustack.ai/")
 
 
 def valid_qualified_name(key: str) -> bool:
@@ -59,15 +58,22 @@ class CapacityEvaluator:
                     probe = family.profile_key.render({"base": manu.resource_base, "kind": manu.partition_kind,
                                                        "profile": "\x00"})
                     self._owned_prefixes.append(probe.split("\x00", 1)[0])
+        # §5: an owned fit label is either fitLabels format with a non-empty aKey; the literal text
+        # around {aKey} comes from the rules, so renaming a label there moves ownership with it.
+        self._fit_affixes: list[tuple[str, str]] = []
+        for fmt in (rules.fit_sliced_label, rules.fit_shared_label):
+            if fmt is not None:
+                before, _, after = fmt.render({"aKey": "\x00"}).partition("\x00")
+                self._fit_affixes.append((before, after))
 
     # --- ownership -------------------------------------------------------------------------------
     def owns_capacity(self, key: str) -> bool:
         return key in self._owned_exact or any(key.startswith(p) and len(key) > len(p)
                                                for p in self._owned_prefixes)
 
-    @staticmethod
-    def owns_label(key: str) -> bool:
-        return any(key.startswith(p) and len(key) > len(p) for p in FIT_PREFIXES)
+    def owns_label(self, key: str) -> bool:
+        return any(key.startswith(before) and key.endswith(after) and len(key) > len(before) + len(after)
+                   for before, after in self._fit_affixes)
 
     def shows_accelerator(self, node: inputs.Node, facts: NodeFacts) -> bool:
         """Whether the Node looks like a GPU Node without its Devices: an accelerator (§1.4), or
@@ -80,7 +86,7 @@ class CapacityEvaluator:
     def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts) -> NodeDesired:
         if not facts.managed or devices is None:
             return NodeDesired({}, {})
-        return NodeDesired(self._capacity(node, devices, facts), self._fit_labels(node, devices))
+        return NodeDesired(self._capacity(node, devices, facts), self.fit_labels(node, devices))
 
     def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
         tallies = self._tallies(node, devices, facts)
@@ -202,7 +208,7 @@ class CapacityEvaluator:
             published = pattern.sub(replacement, published)
         return published
 
-    def _fit_labels(self, node: inputs.Node, devices: inputs.Devices) -> dict[str, str]:
+    def fit_labels(self, node: inputs.Node, devices: inputs.Devices) -> dict[str, str]:
         """§5: per ledger group, a label per population that has at least one member. The members are
         ledger rows joined to their spec card (``fitLabels.populations``): a spec card without a row
         has no allocation state, so it neither makes a label appear nor counts towards its value."""
