@@ -10,7 +10,7 @@ renumber the others in a diff.
 
 from __future__ import annotations
 
-import re
+import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -20,6 +20,8 @@ from gpustack_render.quantity import QuantityError, format_decimal_si, parse_qua
 
 # Kueue's stop policy meaning "admit as usual"; anything else holds the queue.
 ACTIVE_STOP_POLICY = "None"
+# Mermaid's default maxTextSize (GitHub keeps it): a longer diagram is not drawn at all.
+MERMAID_MAX_TEXT = 50_000
 
 __all__ = ["FlavorBox", "PoolGraph", "QueueBox", "QuotaEdge", "build_graph", "count_nodes_per_flavor",
            "pool_names", "queue_quota", "to_dot", "to_mermaid"]
@@ -215,13 +217,14 @@ def _edge_label(edge: QuotaEdge) -> str:
 
 
 def _ids(prefix: str, names: Iterable[str]) -> dict[str, str]:
-    """Name → Mermaid id: ``prefix_`` + the name with every non-alphanumeric character as ``_``.
-    Ids follow names, so they stay put when other pools come and go; a (rare) clash between two
-    names that differ only in punctuation gets a numeric suffix, in name order."""
+    """Name → Mermaid id: ``prefix_`` + 10 hex digits of the name's SHA-1. Ids follow names, so they
+    stay put when other pools come and go, and stay short: GitHub refuses a diagram over 50,000
+    characters, and generated flavor names run to 90. A (vanishingly rare) clash gets a suffix, in
+    name order."""
     out: dict[str, str] = {}
     taken: set[str] = set()
     for name in sorted(set(names)):
-        base = prefix + "_" + re.sub(r"[^A-Za-z0-9]", "_", name)
+        base = f"{prefix}_{hashlib.sha1(name.encode('utf-8')).hexdigest()[:10]}"
         candidate, n = base, 2
         while candidate in taken:
             candidate, n = f"{base}_{n}", n + 1

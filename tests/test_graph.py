@@ -349,3 +349,14 @@ def test_cli_output_does_not_depend_on_input_order() -> None:
     for fmt in ("mermaid", "dot"):
         outputs = {cli("graph", *order, "--format", fmt).stdout for order in (files, files[::-1])}
         assert len(outputs) == 1 and next(iter(outputs)).strip()
+
+
+def test_cli_warns_when_the_diagram_is_too_big_for_mermaid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpustack_render.graph as graph_module
+    small = cli("graph", DEMO)
+    assert small.exit_code == 0 and "warning" not in small.stderr
+    monkeypatch.setattr(graph_module, "MERMAID_MAX_TEXT", len(small.stdout) - 1)
+    big = cli("graph", DEMO)
+    assert big.exit_code == 0 and big.stdout == small.stdout
+    assert f"the diagram is {len(small.stdout):,} characters" in big.stderr and "--pool" in big.stderr
+    assert "warning" not in cli("graph", DEMO, "--format", "dot").stderr

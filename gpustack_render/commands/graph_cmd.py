@@ -30,11 +30,15 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
     """
     def action(state: dict[str, Any]) -> None:
         from gpustack_render import pipeline
-        from gpustack_render.graph import to_dot, to_mermaid
+        from gpustack_render.graph import MERMAID_MAX_TEXT, to_dot, to_mermaid
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
         graph = chain_graph(ctx, objects, pools)
-        write_stdout(to_dot(graph) if fmt == "dot" else to_mermaid(graph))
+        text = to_dot(graph) if fmt == "dot" else to_mermaid(graph)
+        if fmt == "mermaid" and len(text) > MERMAID_MAX_TEXT:
+            ctx.diagnostics.warn(f"the diagram is {len(text):,} characters; Mermaid (and GitHub) draw at most "
+                                 f"{MERMAID_MAX_TEXT:,}: narrow it with --pool, or use --format dot")
+        write_stdout(text)
 
     command_body(action)
 
