@@ -300,6 +300,7 @@ class CelPlan:
     """Every rule of one CRD version's schema, compiled; what was skipped and why."""
 
     root: RuleNode | None
+    where: str = ""
     transition_rules: int = 0
     notes: list[str] = field(default_factory=list)
     # (node, the value as canonical JSON) -> the node's problems relative to it. A render repeats
@@ -331,8 +332,19 @@ class CelPlan:
         found = self._memo.get(key)
         if found is None:  # from the JSON text: YAML timestamps and the like arrive as strings, as in the API
             cel_value = json_to_cel(json.loads(key[1]))
-            found = self._memo[key] = [issue for rule in node.rules for issue in rule.check(cel_value, [])]
+            found = self._memo[key] = [issue for rule in node.rules for issue in self._checked(rule, cel_value)]
         return found
+
+    def _checked(self, rule: Rule, value: Any) -> list[Issue]:
+        """A failure inside cel-python itself (not a CEL error) is the tool's limit, not the
+        object's problem: one note per rule, and the rule counts as passed."""
+        try:
+            return list(rule.check(value, []))
+        except Exception as err:  # noqa: BLE001 - any library failure, never a traceback
+            note = f"{self.where}: CEL rule {rule.text!r} could not be evaluated by cel-python ({type(err).__name__}); skipped"
+            if note not in self.notes:
+                self.notes.append(note)
+            return []
 
 
 def _schema_path(path: list[str]) -> str:
@@ -341,7 +353,7 @@ def _schema_path(path: list[str]) -> str:
 
 def compile_schema(schema: dict[str, Any], where: str) -> CelPlan:
     """The rules of ``schema`` (an ``openAPIV3Schema``); ``where`` names the CRD version in notes."""
-    plan = CelPlan(root=None)
+    plan = CelPlan(root=None, where=where)
     plan.root = _compile_node(schema, [], plan, where)
     return plan
 

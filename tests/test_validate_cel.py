@@ -421,3 +421,15 @@ def test_crd_schema_caches_the_plan() -> None:
     plan = crds.cel_plan("example.com", "Widget", "v1")
     assert crds.cel_plan("example.com", "Widget", "v1") is plan
     assert [issue for issue in plan.issues(widget(size=11))] == [(["spec"], "failed rule: self.size < 10")]
+
+
+def test_a_failure_inside_cel_python_is_a_note_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Any, value: Any, path: list[Any]) -> Any:
+        raise RecursionError("deep")
+
+    monkeypatch.setattr(cel_rules.Rule, "check", broken)
+    definition = crd({"spec": [{"rule": "self.size < 10", "message": "size under 10"}]})
+    result = run_widgets(tmp_path, definition, [widget("a", size=11), widget("b", size=12)])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("could not be evaluated by cel-python (RecursionError); skipped") == 1

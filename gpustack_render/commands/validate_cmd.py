@@ -57,7 +57,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         if manifests is not None:
             from gpustack_render.crd_schema import load_crd_dir
             from gpustack_render.manifests import read_manifests
-            objects = read_manifests(manifests if manifests == "-" else Path(manifests))  # type: ignore[arg-type]
+            objects = read_manifests(manifests if manifests == "-" else Path(manifests))
             crds = load_crd_dir(crds_dir) if crds_dir else None
             outcome = validate_objects(objects, crds, strict, skip_schema=skip_schema)
             for warning in outcome.warnings:
