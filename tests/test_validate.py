@@ -1,4 +1,4 @@
-"""`gpustack-render validate`: CRD schemas (the real Kueue and NFD CRDs in ../shared/crds), object
+"""`gpustack-render validate` (in-process): CRD schemas (the real Kueue and NFD CRDs in ../shared/crds), object
 metadata, Kueue limits and refused queue plans; one line per problem, exit 0 / 1 / 2."""
 
 from __future__ import annotations
@@ -6,13 +6,15 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
 import yaml
+from click.testing import CliRunner
+
+from gpustack_render.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
@@ -24,11 +26,12 @@ needs_crds = pytest.mark.skipif(not (CRDS / "kueue").is_dir(),
                                 reason=f"CRD test data not found at {CRDS} (../shared/crds next to the repo)")
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
+def run_cli(*args: str) -> SimpleNamespace:
+    """The CLI in-process (``gpustack_render.cli.main``), shaped like a finished child process."""
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stderr, result.stderr
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -198,8 +201,9 @@ def test_crds_from_the_snapshot_are_used(tmp_path: Path) -> None:
     assert f"ClusterQueue/{CQ_T4}: spec.stopPolicy: 'None' is not one of Hold" in proc.stdout.splitlines()
 
 
-def test_a_refused_queue_plan_fails_validation() -> None:
-    proc = run_cli("validate", str(REFUSED / "nodes.yaml"), str(DEMO / "namespaces.json"))
+@pytest.mark.parametrize("skip", [[], ["--skip-schema"]])
+def test_a_refused_queue_plan_fails_validation(skip: list[str]) -> None:
+    proc = run_cli("validate", str(REFUSED / "nodes.yaml"), str(DEMO / "namespaces.json"), *skip)
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
         "ClusterQueue/gpustack--nvidia-l4-linux-amd64: plan refused (OverlappingSelectors: Node node-l4-xeon "
