@@ -332,8 +332,8 @@ def compile_output(c: _Compiler, output: schema.OutputRules) -> dict[str, KindMe
         for section, check_value in (("labels", label_value), ("annotations", None)):
             for key, value in getattr(meta, section).items():
                 if problem := qualified_name(key):
-                    c.fail("Output", loc + (section, key), f"invalid {section[:-1]} {problem}", at_key=True)
+                    c.fail("Output", loc + (section, key), f"invalid {section[:-1]}: {problem}", at_key=True)
                 if check_value is not None and (problem := check_value(value)):
-                    c.fail("Output", loc + (section, key), f"invalid label {problem}")
+                    c.fail("Output", loc + (section, key), f"invalid label: {problem}")
         compiled[kind] = KindMetadata(tuple(sorted(meta.labels.items())), tuple(sorted(meta.annotations.items())))
     return compiled

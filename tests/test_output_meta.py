@@ -132,13 +132,13 @@ def test_a_rules_directory_without_output_yaml_still_loads(tmp_path: Path) -> No
      "kinds.Node: 'Node' is not a rendered kind (one of NodeFeature, Topology, AdmissionCheck, ResourceFlavor, "
      "InstanceType, ClusterQueue, LocalQueue)"),
     ("kinds:\n  LocalQueue:\n    labels:\n      team: \"not valid!\"\n", '"not valid!"',
-     "kinds.LocalQueue.labels.team: invalid label value 'not valid!' must be alphanumerics, '-', '_' or '.', "
+     "kinds.LocalQueue.labels.team: invalid label: value 'not valid!' must be alphanumerics, '-', '_' or '.', "
      "alphanumeric at both ends"),
     ("kinds:\n  LocalQueue:\n    labels:\n      Bad_Prefix/team: ml\n", "Bad_Prefix",
-     "kinds.LocalQueue.labels.Bad_Prefix/team: invalid label key 'Bad_Prefix/team': prefix is not a DNS-1123 "
+     "kinds.LocalQueue.labels.Bad_Prefix/team: invalid label: key 'Bad_Prefix/team': prefix is not a DNS-1123 "
      "subdomain of at most 253 characters"),
     ("kinds:\n  ClusterQueue:\n    annotations: {\"-x\": v}\n", '"-x"',
-     "kinds.ClusterQueue.annotations.-x: invalid annotation key '-x': name part must be alphanumerics, '-', '_' "
+     "kinds.ClusterQueue.annotations.-x: invalid annotation: key '-x': name part must be alphanumerics, '-', '_' "
      "or '.', alphanumeric at both ends"),
     ("kinds:\n  ClusterQueue:\n    annotations: {a.example.com/b: true}\n", "true",
      "kinds.ClusterQueue.annotations.a.example.com/b: expected a string, got a boolean True (quote it: \"true\")"),
