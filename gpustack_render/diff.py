@@ -305,7 +305,7 @@ def removal_warnings(summary: Summary, owned: Mapping[str, int]) -> list[str]:
     queues or flavors."""
     out = []
     for kind, removed in summary.counts["removed"].items():
-        total = owned.get(kind, removed)
+        total = max(owned.get(kind, 0), removed)  # removed objects are owned ones: never fewer
         if 2 * removed > total:
             out.append(f"diff: {removed} of {total} owned {kind} objects would be removed (more than half); "
                        f"check the snapshot and the rules before applying")
