@@ -128,8 +128,8 @@ def _api_client(kubeconfig: Path | None, context: str | None, messages: "Library
     paths = _kubeconfig_paths(kubeconfig)
     where = str(paths[0])
     try:
-        if kubeconfig is None and context is None and not os.environ.get("KUBECONFIG") \
-                and not paths[0].exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if kubeconfig is None and context is None and not any(p.exists() for p in paths) \
+                and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)
         else:
             _check_kubeconfig(paths, context)
