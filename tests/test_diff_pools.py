@@ -235,8 +235,8 @@ def test_pool_table_changed_rows_first_with_before_and_after(tmp_path: Path, con
     # changed rows by name, then the unchanged one (a10g sorts before t4 but comes last)
     assert [r[:2] for r in rows] == [[f"`{CQ_GENERIC}`", "changed"], [f"`{CQ_T4}`", "changed"],
                                      ["`gpustack--old-pool`", "removed"], [f"`{CQ_A10G}`", "—"]]
-    assert rows[0][2:] == [f"{nodes_before} → {nodes_after}", "3 → 4 (+1)", f"`cpu` {quota_before} → {quota_after}",
-                           "None"]
+    assert rows[0][2:] == [f"{nodes_before} → {nodes_after}", "3 → 4 (+1)",
+                           f"`cpu` {quota_before} → {quota_after}", "None"]
     assert rows[1][2] == str(t4_nodes) and rows[1][3] == "2" and rows[1][5] == "Hold → None"
     assert rows[2][2:] == [f"{old_nodes} → —", "1 → —", "`cpu` 16 → —", "None → —"]
     assert rows[3][2] == str(a10g_nodes) and rows[3][5] == "None"
