@@ -137,13 +137,13 @@ def _api_client(kubeconfig: Path | None, context: str | None, messages: "Library
                                     client_configuration=cfg, persist_config=False)
     except (config.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as err:
         raise UserError.single(f"cannot use kubeconfig: {_first_line(err)}", file=where) from None
-    # The client logs a failing exec credential plugin and goes on without credentials.
+    # The client logs a failing exec credential plugin (it is the only thing the loader logs as an
+    # error: a plugin that exits non-zero, prints no credential, or cannot be started at all) and
+    # goes on without credentials, which the server would only answer with a puzzling 401.
     failure = messages.take_errors()
     if failure:
-        text = failure[0]
-        reason = (f"the exec credential plugin failed: {text.removeprefix('exec:').strip()}"
-                  if text.startswith("exec:") else f"cannot use kubeconfig: {text}")
-        raise UserError.single(reason, file=where)
+        raise UserError.single(f"the exec credential plugin failed: {failure[0].removeprefix('exec:').strip()}",
+                               file=where)
     cfg.retries = 1
     return client.ApiClient(cfg)
 

@@ -420,14 +420,23 @@ GOOD_PLUGIN = ("import json; print(json.dumps({'apiVersion': 'client.authenticat
      ["no current-context; pass --context (one of: a)"]),
     ("{exec:failing}", None, ["the exec credential plugin failed: process returned 3. token expired; "
                               "run: cloud auth login"]),
+    ("{exec:missing}", None, ["the exec credential plugin failed:", "No such file or directory",
+                              "no-such-auth-plugin"]),
+    ("{exec:no-token}", None, ["the exec credential plugin failed: missing token or clientCertificateData"]),
 ], ids=["missing", "not-yaml", "not-a-mapping", "no-contexts", "unknown-context", "no-current-context",
-        "exec-plugin-fails"])
+        "exec-plugin-fails", "exec-plugin-not-installed", "exec-plugin-gives-no-token"])
 def test_an_unusable_kubeconfig_is_one_line_and_writes_nothing(
         server: FakeApiServer, tmp_path: Path, doc: Any, context: str | None, words: list[str]) -> None:
     if doc == "{kubeconfig}":
         config = kubeconfig(tmp_path, server.port)
     elif doc == "{exec:failing}":
         config = write_kubeconfig(tmp_path, exec_kubeconfig(server.port, FAILING_PLUGIN))
+    elif doc == "{exec:no-token}":
+        config = write_kubeconfig(tmp_path, exec_kubeconfig(server.port, GOOD_PLUGIN.replace("'token'", "'x'")))
+    elif doc == "{exec:missing}":
+        plugin = exec_kubeconfig(server.port, "")
+        plugin["users"][0]["user"]["exec"].update(command=str(tmp_path / "no-such-auth-plugin"), args=[])
+        config = write_kubeconfig(tmp_path, plugin)
     else:
         config = tmp_path / "missing" if doc is None else write_kubeconfig(tmp_path, doc)
     out = tmp_path / "cluster.json"
