@@ -211,7 +211,7 @@ class SchemaCheck:
 
 
 SKIPPED = ("schema validation skipped: no CRDs (give --crds DIR, or include CustomResourceDefinitions in the "
-           "snapshot; --skip-schema skips it without this warning); metadata and Kueue checks only")
+           "snapshot; --skip-schema skips it without this warning); metadata and Kueue webhook checks only")
 
 
 def validate_objects(objects: Sequence[dict[str, Any]], crds: Crds | None, strict: bool,
