@@ -21,7 +21,6 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from gpustack_render.diff_report import HEADING
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -107,11 +106,11 @@ def test_every_file_parses_as_what_it_claims() -> None:
     # The prune protection is in the render itself now (rules-output.yaml), not a kustomize patch.
     assert "patches" not in flux["spec"]
     assert set(workflow["jobs"]) == {"pull-request", "render", "snapshot"}
-    for overlay, annotations in ((ARGOCD_OUTPUT, {"argocd.argoproj.io/sync-options": "Prune=false"}),
-                                 (FLUX_OUTPUT, {"kustomize.toolkit.fluxcd.io/prune": "disabled"})):
+    for overlay, wanted in ((ARGOCD_OUTPUT, {"argocd.argoproj.io/sync-options": "Prune=false"}),
+                            (FLUX_OUTPUT, {"kustomize.toolkit.fluxcd.io/prune": "disabled"})):
         rule = load(overlay)
         assert (rule["kind"], set(rule["kinds"])) == ("Output", {"InstanceType"}), overlay
-        assert rule["kinds"]["InstanceType"]["annotations"] == annotations, overlay
+        assert rule["kinds"]["InstanceType"]["annotations"] == wanted, overlay
     hooks = load(HOOKS)
     assert [h["id"] for h in hooks] == ["gpustack-render-validate", "gpustack-render-render"]
     for hook in hooks:
