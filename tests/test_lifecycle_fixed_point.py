@@ -272,7 +272,8 @@ class Render:
     def __init__(self, objects: list[dict[str, Any]], sets: list[str], workdir: Path, step: int) -> None:
         path = workdir / f"snapshot-{step}.json"
         path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}), encoding="utf-8")
-        ctx = pipeline.prepare([str(path)], sets, None)
+        # allow_empty: a drawn snapshot may have every Node being deleted; the empty chain is a fixed point too
+        ctx = pipeline.prepare([str(path)], sets, None, allow_empty=True)
         self.objects = pipeline.render_objects(ctx, None)
         self.warnings = list(ctx.diagnostics.warnings)
         self.levels = list(ctx.rules.topology_levels)
