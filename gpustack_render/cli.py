@@ -8,10 +8,11 @@ from typing import Any
 import click
 
 from gpustack_render import pipeline
-from gpustack_render.commands.common import (add_global_options, chain_inputs, command_body, prepare,
-                                             reset_switches, templates_option, write_stdout)
-from gpustack_render.emit import format_objects, write_directory
+from gpustack_render.commands.common import (FormatChoice, add_global_options, chain_inputs, command_body,
+                                             info_line, prepare, reset_switches, templates_option, write_stdout)
+from gpustack_render.emit import format_objects, render_summary, write_directory
 from gpustack_render.errors import PROG
+from gpustack_render.timing import stage
 from gpustack_render.yamlio import dump_json, dump_yaml
 
 class _Group(click.Group):
@@ -37,19 +38,23 @@ def main() -> None:
 @main.command()
 @chain_inputs
 @templates_option
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("--format", "fmt", type=FormatChoice(["yaml", "json"]), default="yaml", show_default=True)
 @click.option("-o", "--output-dir", type=click.Path(path_type=Path),
-              help="Write one file per object plus kustomization.yaml here (atomically) instead of stdout.")
+              help="Write one file per object (YAML, or JSON with --format json) plus kustomization.yaml here "
+                   "(atomically) instead of stdout. Files that are not manifests (README, .gitkeep, "
+                   "dotfiles) are kept.")
 def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
            fmt: str, output_dir: Path | None) -> None:
     """Render NodeFeature, Topology, AdmissionCheck, ResourceFlavor, InstanceType, ClusterQueue, LocalQueue."""
     def action(state: dict[str, Any]) -> None:
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
-        if output_dir is not None:
-            write_directory(objects, output_dir)
-        else:
-            write_stdout(format_objects(objects, fmt))
+        with stage("write"):
+            if output_dir is not None:
+                write_directory(objects, output_dir, fmt)
+            else:
+                write_stdout(format_objects(objects, fmt))
+        info_line(render_summary(objects, len(ctx.snapshot.nodes)))
 
     command_body(action)
 
@@ -57,7 +62,7 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
 @main.command()
 @chain_inputs
 @templates_option
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("--format", "fmt", type=FormatChoice(["yaml", "json"]), default="yaml", show_default=True)
 def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
             fmt: str) -> None:
     """Print the read-only InstanceTypeFlavor catalog as a List."""
@@ -71,7 +76,7 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
 
 @main.command("node-patches")
 @chain_inputs
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json", "kubectl"]), default="yaml", show_default=True,
+@click.option("--format", "fmt", type=FormatChoice(["yaml", "json", "kubectl"]), default="yaml", show_default=True,
               help="kubectl: ready-to-run `kubectl patch node` lines.")
 @click.option("--strict-devices", is_flag=True,
               help="Exit 2 when the snapshot holds no Devices at all while managed Nodes show accelerators "

@@ -46,7 +46,7 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
     for file in snapshot.unused_files:
         ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
                              f"InstanceType, the Kueue chain, the settings object)")
-    if not snapshot.nodes and not allow_empty:
+    if not snapshot.node_objects and not allow_empty:
         raise UserError.single("the snapshot holds no Nodes; rendering it would give the empty chain, which a "
                                "pruning GitOps tool applies by deleting every flavor and queue (pass "
                                "--allow-empty if that is meant)", file=", ".join(snapshot_paths))

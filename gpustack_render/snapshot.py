@@ -53,6 +53,7 @@ class Snapshot:
     # Files that held no object the tool reads (empty, a README, only foreign kinds): named in a
     # warning, because a mistyped path must not look like an empty cluster.
     unused_files: list[str] = field(default_factory=list)
+    node_objects: int = 0  # every Node read, those being deleted included
 
 
 @dataclass
@@ -275,6 +276,7 @@ def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
     deleting = meta.deletionTimestamp is not None
     snap.files[(kind, meta.name)] = source.file
     if kind == "Node":
+        snap.node_objects += 1
         if not deleting:
             snap.nodes[meta.name] = typed
     elif kind == "Devices":

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -16,24 +17,41 @@ def render_to(target: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
                            "-o", str(target)], cwd=cwd, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("layout", ["foreign-file", "subdirectory", "no-kustomization"])
-def test_refuses_to_replace_a_directory_that_is_not_a_render(tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize("layout", ["foreign-manifest", "no-kustomization"])
+def test_refuses_to_replace_a_directory_holding_manifests_it_did_not_write(tmp_path: Path, layout: str) -> None:
     target = tmp_path / "out"
     target.mkdir()
-    if layout == "foreign-file":
+    if layout == "foreign-manifest":
         (target / "kustomization.yaml").write_text("resources: []\n")
-        (target / "notes.txt").write_text("precious\n")
-    elif layout == "subdirectory":
-        (target / "kustomization.yaml").write_text("resources: []\n")
-        (target / ".git").mkdir()
+        (target / "mine.yaml").write_text("x: 1\n")
     else:
         (target / "a.yaml").write_text("x: 1\n")
     before = sorted(p.name for p in target.iterdir())
     result = render_to(target, tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "refusing to replace" in result.stderr and str(target) in result.stderr
+    assert "was not written by gpustack-render" in result.stderr and str(target) in result.stderr
     assert sorted(p.name for p in target.iterdir()) == before
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("layout", ["notes-file", "dot-directory"])
+def test_keeps_what_is_not_a_manifest(tmp_path: Path, layout: str) -> None:
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "kustomization.yaml").write_text("resources: []\n")
+    if layout == "notes-file":
+        (target / "notes.txt").write_text("precious\n")
+    else:
+        (target / ".git").mkdir()
+        (target / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    result = render_to(target, tmp_path)
+    assert result.returncode == 0, result.stderr
+    if layout == "notes-file":
+        assert (target / "notes.txt").read_text() == "precious\n"
+    else:
+        assert (target / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    listed = yaml.safe_load((target / "kustomization.yaml").read_text())["resources"]
+    assert "notes.txt" not in listed and ".git" not in listed and listed
 
 
 def test_refuses_the_current_directory(tmp_path: Path) -> None:
@@ -48,6 +66,10 @@ def test_replaces_an_earlier_render_and_an_empty_directory(tmp_path: Path) -> No
     target = tmp_path / "out"
     target.mkdir()
     assert render_to(target, tmp_path).returncode == 0
+    # a file an earlier render wrote (listed in its kustomization.yaml) that this render no longer has
+    kustomization = yaml.safe_load((target / "kustomization.yaml").read_text())
+    kustomization["resources"].append("clusterqueue-stale.yaml")
+    (target / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     (target / "clusterqueue-stale.yaml").write_text("kind: ClusterQueue\n")
     assert render_to(target, tmp_path).returncode == 0
     assert not (target / "clusterqueue-stale.yaml").exists()

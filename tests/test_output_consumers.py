@@ -160,9 +160,12 @@ def test_rerender_replaces_directory_cleanly(tmp_path, kubectl):
     target = tmp_path / "out"
     render_dir(target)
     first = snapshot_tree(target)
-    # a file an earlier render could have written, for an object this render no longer has
+    # a file an earlier render wrote (its kustomization.yaml lists it), for an object this render no
+    # longer has
     (target / "clusterqueue-stale.yaml").write_text(
         "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: stale\n")
+    kustomization = (target / "kustomization.yaml").read_text()
+    (target / "kustomization.yaml").write_text(kustomization.replace("resources:\n", "resources:\n- clusterqueue-stale.yaml\n"))
 
     render_dir(target)
     assert snapshot_tree(target) == first, "re-render into an existing DIR must give the same tree"

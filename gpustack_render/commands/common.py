@@ -172,3 +172,13 @@ def add_global_options(command: click.Command) -> None:
              click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True,
                           callback=_set_level(1), help="Also print stage timings and a summary on stderr.")]
     command.params.extend(option for option in extra if not set(option.opts) & names)
+
+
+class FormatChoice(click.Choice):
+    """``--format`` choices; ``yml`` is read as ``yaml`` (as kubectl users type it) without being
+    listed in ``--help``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.lower() == "yml" and "yaml" in self.choices:
+            value = "yaml"
+        return super().convert(value, param, ctx)

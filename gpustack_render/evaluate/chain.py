@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from gpustack_render.errors import Diagnostics
+from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeFacts, profile_of_levels
 from gpustack_render.evaluate.plan import (AdmissionCheckPlan, CatalogItemPlan, FlavorPlan, InstanceTypePlan,
                                            LocalQueuePlan, Plan, PoolPlan, TopologyPlan)
@@ -50,16 +50,35 @@ def build_pools(flavors: list[FlavorPlan], rules: Rules, aware: bool) -> list[Po
                   "manufacturer": flavor.manufacturer, "os": flavor.os, "arch": flavor.arch}
         name = rules.pool_name[(aware, flavor.accelerated)].render(fields)
         pool = pools.get(name)
+        general, accelerator = general_fmt.render(fields), accel_fmt.render(fields) if flavor.accelerated else ""
         if pool is None:
             pool = pools[name] = PoolPlan(
-                name=name, accelerated=flavor.accelerated, general_group=general_fmt.render(fields),
-                accelerator_group=accel_fmt.render(fields) if flavor.accelerated else "",
+                name=name, accelerated=flavor.accelerated, general_group=general, accelerator_group=accelerator,
                 os=flavor.os, arch=flavor.arch,
                 catalog_name=rules.catalog_name[(aware, flavor.accelerated)].render(fields))
+        elif _pool_identity(pool) != (flavor.accelerated, general, accelerator, flavor.os, flavor.arch):
+            _pool_collision(rules, aware, pool, flavor, (flavor.accelerated, general, accelerator, flavor.os, flavor.arch))
         pool.flavors.append(flavor)
     for pool in pools.values():
         pool.flavors.sort(key=flavor_order)
     return sorted(pools.values(), key=lambda p: p.name)
+
+
+def _pool_identity(pool: PoolPlan) -> tuple[bool, str, str, str, str]:
+    return pool.accelerated, pool.general_group, pool.accelerator_group, pool.os, pool.arch
+
+
+def _pool_collision(rules: Rules, aware: bool, pool: PoolPlan, flavor: FlavorPlan,
+                    identity: tuple[bool, str, str, str, str]) -> None:
+    """Two pools that share a name would share one ClusterQueue and InstanceType: the second pool's
+    queue, InstanceType and LocalQueues would silently vanish from the render."""
+    rule = f"pool.{'whenAware' if aware else 'whenUnaware'}.{'accelerated' if flavor.accelerated else 'cpu'}"
+    words = ("accelerated", "general group", "accelerator group", "os", "arch")
+    first = ", ".join(f"{w}={v}" for w, v in zip(words, _pool_identity(pool)) if v != "")
+    second = ", ".join(f"{w}={v}" for w, v in zip(words, identity) if v != "")
+    raise UserError.single(f"two pools get the same name ({first}; and {second}, from ResourceFlavor/{flavor.name}); "
+                           f"the name format {rule} must keep every field of the pool identity",
+                           file=rules.origins.get(f"Naming:{rule}", ""), obj=f"ClusterQueue/{pool.name}")
 
 
 def derive_instance_types(pools: list[PoolPlan], rules: Rules, snapshot: Snapshot, aware: bool,

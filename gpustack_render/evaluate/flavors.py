@@ -6,7 +6,7 @@ import json
 from typing import Mapping
 
 from gpustack_render import inputs
-from gpustack_render.errors import Diagnostics
+from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.nodes import (ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL,
                                             PROFILE_LABEL, NodeFacts)
 from gpustack_render.evaluate.plan import FlavorPlan
@@ -46,6 +46,7 @@ class FlavorBuilder:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
         self.aware = settings["instance-type-aware-cpu-manufacturer"]
         self._groups: dict[tuple[str, tuple[object, ...]], FlavorPlan] = {}
+        self._names: dict[str, tuple[str, tuple[object, ...]]] = {}
         self._akey_prefix = rules.normalisation.aKey.labelPrefix
 
     def _fields(self, facts: NodeFacts, akey: str, count: int) -> dict[str, object]:
@@ -76,6 +77,7 @@ class FlavorBuilder:
         flavor = self._groups.get(key)
         if flavor is None:
             name = kind.name.render(fields)
+            self._claim_name(name, key, bool(akey))
             flavor = self._groups[key] = FlavorPlan(
                 name=name, accelerated=bool(akey), gkey=facts.gkey, gmanu=facts.gmanu, akey=akey,
                 manufacturer=str(fields["manufacturer"]), os=facts.os, arch=facts.arch, count=count,
@@ -87,6 +89,17 @@ class FlavorBuilder:
             flavor.nodes.insert(0, facts.name)
         else:
             flavor.nodes.append(facts.name)
+
+    def _claim_name(self, name: str, key: tuple[str, tuple[object, ...]], accelerated: bool) -> None:
+        """Two grouping keys must not share a flavor name: the second group would be applied over
+        the first, and its Nodes would lose their flavor."""
+        other = self._names.setdefault(name, key)
+        if other != key:
+            rule = f"resourceFlavor.{'accelerated' if accelerated else 'cpu'}"
+            raise UserError.single(
+                f"two flavor groups get the same name (grouping keys {list(other[1])} and {list(key[1])}); "
+                f"the name format {rule} must keep every field of the grouping key",
+                file=self.rules.origins.get(f"Naming:{rule}", ""), obj=f"ResourceFlavor/{name}")
 
     def _node_labels(self, kind: FlavorKind, facts: NodeFacts, akey: str, count: int) -> dict[str, str]:
         labels = {self.rules.managed_key: "true", OS_LABEL: facts.os, ARCH_LABEL: facts.arch,
