@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench docs clean
 
 $(STAMP): pyproject.toml
 	@echo "creating $(VENV) and installing gpustack-render with its test tools" >&2
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# docs/rules.md is generated from real runs; tests/test_docs.py fails when it is stale
+docs: $(STAMP)
+	$(BIN)/python docs/tools/build_rules_md.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench.py

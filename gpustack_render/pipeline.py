@@ -54,9 +54,15 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
 
 
 def render_objects(ctx: Context, templates_dir: Path | None) -> list[dict[str, Any]]:
+    """Every rendered object, with the per-kind metadata of ``rules/output.yaml`` added."""
+    from gpustack_render.output_meta import apply_output_metadata, overridden_keys
     plan = ctx.evaluation.plan
     with stage("render"):
-        return Renderer(templates_dir).render_plan(plan)
+        objects = Renderer(templates_dir).render_plan(plan)
+        if not ctx.rules.output:
+            return objects
+        ctx.diagnostics.extend(overridden_keys(objects, ctx.rules.output))
+        return apply_output_metadata(objects, ctx.rules.output)
 
 
 def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
@@ -75,29 +81,17 @@ def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, s
     return sources(ctx.rules.setting_defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
 
 
-def diff_changes(ctx: Context, templates_dir: Path | None, against: Path | None,
-                 include_node_patches: bool) -> list[Any]:
-    """``diff``: the render against ``against`` (a previous render) or the snapshot's own live
-    objects of the rendered kinds; pending Node patches appended as changes when asked."""
-    from gpustack_render.diff import DiffPolicy, compare, node_changes
-    from gpustack_render.manifests import read_manifests
-    assert ctx.rules.diff is not None, "rules without a Diff kind"
-    desired = render_objects(ctx, templates_dir)
-    current = read_manifests(against) if against is not None else list(ctx.snapshot.raw.values())
-    changes = compare(desired, current, DiffPolicy(ctx.rules.diff), set(ctx.snapshot.raw))
-    if include_node_patches:
-        changes += node_changes(ctx.snapshot.nodes, node_patches(ctx))
-    return changes
-
-
-def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | None, strict: bool) -> Any:
+def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | None, strict: bool,
+                    skip_schema: bool = False) -> Any:
     """``validate SNAPSHOT...``: the rendered objects against the CRDs of ``crds_dir`` (else those in
-    the snapshot), plus every queue plan the renderer refused."""
+    the snapshot; none with ``skip_schema``), plus every queue plan the renderer refused."""
     from gpustack_render.crd_schema import crds_from_objects, load_crd_dir
     from gpustack_render.validate import validate_objects
     objects = render_objects(ctx, templates_dir)
-    crds = load_crd_dir(crds_dir) if crds_dir is not None else crds_from_objects(ctx.snapshot.raw.values(), "snapshot")
     refusals = [(q.name, q.refusal) for q in ctx.evaluation.plan.cluster_queues if q.refusal]
+    if skip_schema:
+        return validate_objects(objects, None, strict, refusals, skip_schema=True)
+    crds = load_crd_dir(crds_dir) if crds_dir is not None else crds_from_objects(ctx.snapshot.raw.values(), "snapshot")
     return validate_objects(objects, crds if crds.kinds else None, strict, refusals)
 
 
@@ -114,12 +108,18 @@ def pin_workloads(ctx: Context, workload_paths: Sequence[str]) -> list[Any]:
 
 def fit_node_labels(ctx: Context) -> dict[str, dict[str, str]]:
     """Each snapshot Node's labels once its ``node-patches`` fit-label patch is applied: stale fit
-    labels removed, the desired ones set."""
+    labels removed, the desired ones set; Nodes ``node-patches`` leaves alone (a snapshot captured
+    without Devices) keep their labels as they are."""
     from gpustack_render.evaluate.capacity import CapacityEvaluator
+    from gpustack_render.patches import uncaptured_devices
     evaluator = CapacityEvaluator(ctx.rules, ctx.diagnostics)
+    skipped = set(uncaptured_devices(ctx.snapshot, ctx.evaluation, evaluator))
     out: dict[str, dict[str, str]] = {}
     for facts in ctx.evaluation.node_facts:
         node = ctx.snapshot.nodes[facts.name]
+        if facts.name in skipped:
+            out[facts.name] = dict(node.metadata.labels or {})
+            continue
         desired = evaluator.desired(node, ctx.snapshot.devices.get(facts.name), facts).labels
         labels = {k: v for k, v in (node.metadata.labels or {}).items() if not evaluator.owns_label(k)}
         out[facts.name] = {**labels, **desired}

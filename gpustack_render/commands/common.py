@@ -80,6 +80,12 @@ def warn_line(text: str) -> None:
         click.echo(f"{PROG}: warning: {text}", err=True)
 
 
+def note_line(text: str) -> None:
+    """A ``note:`` on stderr: what was not done and why; silenced by ``-q`` like warnings."""
+    if not quiet():
+        click.echo(f"{PROG}: note: {text}", err=True)
+
+
 def info_line(text: str) -> None:
     """A ``-v`` line on stderr (stage timings, summaries)."""
     if verbose():

@@ -10,21 +10,16 @@ from typing import Any
 import click
 
 from gpustack_render import pipeline
-from gpustack_render.commands.common import (command_body, quiet, rules_option, set_option, templates_option,
-                                             warn_line, write_stdout)
+from gpustack_render.commands.common import (allow_empty_option, command_body, note_line, prepare, rules_option,
+                                             set_option, templates_option, warn_line, write_stdout)
 from gpustack_render.errors import EXIT_NEGATIVE, EXIT_OK, PROG
-
-
-def note_line(text: str) -> None:
-    """A ``note:`` on stderr: what was not checked and why; silenced by ``-q`` like warnings."""
-    if not quiet():
-        click.echo(f"{PROG}: note: {text}", err=True)
 
 
 @click.command("validate")
 @click.argument("snapshot", nargs=-1, metavar="[SNAPSHOT]...")
 @set_option
 @rules_option
+@allow_empty_option
 @templates_option
 @click.option("--manifests", type=click.Path(allow_dash=True), metavar="PATH",
               help="Validate these manifests (YAML stream, JSON List, an -o directory, or - for stdin) "
@@ -63,13 +58,8 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
             for warning in outcome.warnings:
                 warn_line(warning)
         else:
-            ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
-            if skip_schema:
-                objects = pipeline.render_objects(ctx, templates_dir)
-                refusals = [(q.name, q.refusal) for q in ctx.evaluation.plan.cluster_queues if q.refusal]
-                outcome = validate_objects(objects, None, strict, refusals, skip_schema=True)
-            else:
-                outcome = pipeline.validate_render(ctx, templates_dir, crds_dir, strict)
+            ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
+            outcome = pipeline.validate_render(ctx, templates_dir, crds_dir, strict, skip_schema)
             ctx.diagnostics.extend(outcome.warnings)
         for note in outcome.notes:
             note_line(note)
