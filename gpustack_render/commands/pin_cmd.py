@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 import click
 
-from gpustack_render.commands.common import command_body, rules_option, set_option, write_stdout
+from gpustack_render.commands.common import (FormatChoice, allow_empty_option, command_body, note_line, prepare,
+                                             rules_option, set_option, write_stdout)
 from gpustack_render.errors import PROG, UserError
 from gpustack_render.yamlio import dump_json, dump_yaml_stream
 
@@ -57,7 +58,8 @@ class PinCommand(click.Command):
                    "to the next option (or repeat --snapshot).")
 @set_option
 @rules_option
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json", "patch"]), default="yaml", show_default=True,
+@allow_empty_option
+@click.option("--format", "fmt", type=FormatChoice(["yaml", "json", "patch"]), default="yaml", show_default=True,
               help="yaml: the Workloads as a YAML stream; json: a List; patch: RFC 6902 patches per Workload.")
 @click.option("--explain-nodes", is_flag=True,
               help="On stderr: per pinned PodSet, which snapshot Nodes satisfy the pin (fit labels as "
@@ -76,11 +78,11 @@ def command(workloads: tuple[str, ...], snapshot: tuple[str, ...], sets: tuple[s
         from gpustack_render import pipeline
         if "-" in workloads and "-" in snapshot:
             raise UserError.single("standard input (-) can feed WORKLOAD or --snapshot, not both")
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir)
+        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         results = pipeline.pin_workloads(ctx, workloads)
         for result in results:
             if result.note:
-                click.echo(f"{PROG}: note: {result.workload.ref}: {result.note}", err=True)
+                note_line(f"{result.workload.ref}: {result.note}")
         if explain_nodes:
             from gpustack_render.pin_explain import explain_lines
             for line in explain_lines(results, pipeline.fit_node_labels(ctx)):

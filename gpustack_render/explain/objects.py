@@ -192,7 +192,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
             x.setting("instance-type-aware-cpu-manufacturer")]
     markers = getattr(rules, "lifecycle_markers", None)
     if markers is not None:
-        for marker in (markers.emptyPlanHold, markers.savedStopPolicy):
+        for marker in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold):
             prov[("metadata", "annotations", marker)] = [_clean(queue.decision), x.rule("Lifecycle", "markers")]
     checks_model = rules.models.get("Queues")
     for i, check in enumerate(queue.admission_checks):
