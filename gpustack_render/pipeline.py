@@ -10,7 +10,7 @@ from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation, evaluate
 from gpustack_render.render import Renderer
 from gpustack_render.rules import Rules, load_rules
-from gpustack_render.settings import effective_settings, parse_overrides
+from gpustack_render.rules.settings import effective_settings, parse_overrides
 from gpustack_render.snapshot import Snapshot, load_snapshot
 from gpustack_render.timing import stage
 
@@ -55,7 +55,7 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
 
 def render_objects(ctx: Context, templates_dir: Path | None) -> list[dict[str, Any]]:
     """Every rendered object, with the per-kind metadata of ``rules/output.yaml`` added."""
-    from gpustack_render.output_meta import apply_output_metadata, overridden_keys
+    from gpustack_render.render.output_meta import apply_output_metadata, overridden_keys
     plan = ctx.evaluation.plan
     with stage("render"):
         objects = Renderer(templates_dir).render_plan(plan)
@@ -70,13 +70,13 @@ def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
 
 
 def node_patches(ctx: Context) -> list[dict[str, Any]]:
-    from gpustack_render.patches import node_patches as compute
+    from gpustack_render.emit.patches import node_patches as compute
     return compute(ctx.snapshot, ctx.rules, ctx.evaluation, ctx.diagnostics)
 
 
 def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, str]]:
     """Where each effective setting of ``ctx`` came from: default, the snapshot object, or ``--set``."""
-    from gpustack_render.settings import setting_sources as sources
+    from gpustack_render.rules.settings import setting_sources as sources
     overrides = parse_overrides(sets, ctx.rules.setting_defaults)
     return sources(ctx.rules.setting_defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
 
@@ -85,7 +85,7 @@ def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | N
                     skip_schema: bool = False) -> Any:
     """``validate SNAPSHOT...``: the rendered objects against the CRDs of ``crds_dir`` (else those in
     the snapshot; none with ``skip_schema``), plus every queue plan the renderer refused."""
-    from gpustack_render.crd_schema import crds_from_objects, load_crd_dir
+    from gpustack_render.validate.crd_schema import crds_from_objects, load_crd_dir
     from gpustack_render.validate import validate_objects
     objects = render_objects(ctx, templates_dir)
     refusals = [(q.name, q.refusal) for q in ctx.evaluation.plan.cluster_queues if q.refusal]
@@ -99,8 +99,8 @@ def pin_workloads(ctx: Context, workload_paths: Sequence[str]) -> list[Any]:
     """``pin``: the Workloads of ``workload_paths`` as the fit-pin webhook would leave them (fit-pin.md);
     the queue chain resolves against the rendered plan plus the snapshot's own objects."""
     from gpustack_render.pin import QueueChain, pin_all
-    from gpustack_render.pin_demand import ResourceClassifier
-    from gpustack_render.pin_input import read_workloads
+    from gpustack_render.pin.demand import ResourceClassifier
+    from gpustack_render.pin.workloads import read_workloads
     workloads = read_workloads(workload_paths, ResourceClassifier(ctx.rules))
     chain = QueueChain.build(ctx.evaluation.plan, ctx.snapshot)
     return pin_all(workloads, ctx.rules, chain, ctx.settings)
@@ -111,7 +111,7 @@ def fit_node_labels(ctx: Context) -> dict[str, dict[str, str]]:
     labels removed, the desired ones set; Nodes ``node-patches`` leaves alone (a snapshot captured
     without Devices) keep their labels as they are."""
     from gpustack_render.evaluate.capacity import CapacityEvaluator
-    from gpustack_render.patches import uncaptured_devices
+    from gpustack_render.emit.patches import uncaptured_devices
     evaluator = CapacityEvaluator(ctx.rules, ctx.diagnostics)
     skipped = set(uncaptured_devices(ctx.snapshot, ctx.evaluation, evaluator))
     out: dict[str, dict[str, str]] = {}

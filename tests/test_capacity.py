@@ -1259,7 +1259,7 @@ def capacity_evaluator() -> Any:
 
 
 def _fit_labels_of(evaluator: Any, cards: list[dict], rows: list[dict]) -> dict[str, str]:
-    from gpustack_render import inputs
+    from gpustack_render.snapshot import inputs
     node = inputs.Node.model_validate(make_node("n1", akeys={"nvidia-l40s": {}}))
     devices = inputs.Devices.model_validate(
         make_devices("n1", [group("nvidia", "l40s", cards)], [ledger("nvidia", "l40s", rows)]))

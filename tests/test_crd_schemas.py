@@ -580,9 +580,9 @@ def _cel_mutations() -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_the_tools_cel_evaluation_agrees_with_the_python_ports(crds):
-    """validate evaluates the CRD rules with a CEL library (gpustack_render.cel_rules); the Python
+    """validate evaluates the CRD rules with a CEL library (gpustack_render.validate.cel_rules); the Python
     ports above are an independent oracle: on every case both find the same (path, message) pairs."""
-    from gpustack_render.cel_rules import compile_schema
+    from gpustack_render.validate.cel_rules import compile_schema
 
     broken = 0
     for name, obj in _cel_mutations():

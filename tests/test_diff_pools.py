@@ -19,9 +19,9 @@ from click.testing import CliRunner, Result
 
 from gpustack_render import pipeline
 from gpustack_render.cli import main
-from gpustack_render.diff_report import _diagram_section, MARKDOWN_DIAGRAM_BUDGET
+from gpustack_render.diff.report import _diagram_section, MARKDOWN_DIAGRAM_BUDGET
 from gpustack_render.errors import UserError
-from gpustack_render.manifests import read_manifests
+from gpustack_render.snapshot.manifests import read_manifests
 from gpustack_render.yamlio import dump_yaml_stream
 
 REPO = Path(__file__).resolve().parents[1]

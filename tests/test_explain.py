@@ -410,7 +410,7 @@ def test_setting_sources_default_snapshot_and_set() -> None:
 def _cond(data: Any) -> Any:
     from pydantic import TypeAdapter
 
-    from gpustack_render import schema
+    from gpustack_render.rules import schema
     return TypeAdapter(schema.Condition).validate_python(data)
 
 

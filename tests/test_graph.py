@@ -1,4 +1,4 @@
-"""`gpustack-render graph` and the gpustack_render.graph model.
+"""`gpustack-render graph` and the gpustack_render.views.graph model.
 
 The model is checked against the rendered manifests themselves (every ClusterQueue, every flavor a
 queue lists, quota sums recomputed here with the quantity parser, LocalQueue counts counted here),
@@ -26,8 +26,8 @@ from click.testing import CliRunner
 
 from gpustack_render import pipeline
 from gpustack_render.cli import main
-from gpustack_render.graph import build_graph, count_nodes_per_flavor, pool_names, to_dot, to_mermaid
-from gpustack_render.quantity import parse_quantity
+from gpustack_render.views.graph import build_graph, count_nodes_per_flavor, pool_names, to_dot, to_mermaid
+from gpustack_render.k8s import parse_quantity
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "fixtures/demo")
@@ -352,7 +352,7 @@ def test_cli_output_does_not_depend_on_input_order() -> None:
 
 
 def test_cli_warns_when_the_diagram_is_too_big_for_mermaid(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpustack_render.graph as graph_module
+    import gpustack_render.views.graph as graph_module
     small = cli("graph", DEMO)
     assert small.exit_code == 0 and "warning" not in small.stderr
     monkeypatch.setattr(graph_module, "MERMAID_MAX_TEXT", len(small.stdout) - 1)

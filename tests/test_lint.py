@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 
 from gpustack_render.errors import UserError
-from gpustack_render.lint import lint_rules
+from gpustack_render.rules.lint import lint_rules
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules"
@@ -378,7 +378,7 @@ def test_mutated_rules_give_clean_messages(tmp_path: Path, seed: int) -> None:
 def test_broken_builtin_rules_still_report_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Linting the built-in directory itself (a source checkout): a shape error in one file must not
     hide the meaning errors of the others, resolved against the committed version of the broken file."""
-    import gpustack_render.lint as lint_module
+    import gpustack_render.rules.lint as lint_module
     import gpustack_render.rules as rules_module
     rules = copy_rules(tmp_path)
     git = ["git", "-C", str(tmp_path), "-c", "user.email=t@example.com", "-c", "user.name=t"]

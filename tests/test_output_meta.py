@@ -1,6 +1,6 @@
 """rules/output.yaml (kind Output): per-kind labels and annotations added to rendered objects.
 
-The apply step (:func:`gpustack_render.output_meta.apply_output_metadata`) is tested directly on
+The apply step (:func:`gpustack_render.render.output_meta.apply_output_metadata`) is tested directly on
 rendered objects; loading and checking the rule file through ``lint`` / ``load_rules`` on a copy of
 ``rules/`` whose output.yaml is rewritten, with the exact ``file:line:col: error:`` lines located in
 the written text.
@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpustack_render.cli import main
-from gpustack_render.output_meta import apply_output_metadata, overridden_keys
+from gpustack_render.render.output_meta import apply_output_metadata, overridden_keys
 from gpustack_render.rules import KindMetadata, load_rules
 
 REPO = Path(__file__).resolve().parents[1]

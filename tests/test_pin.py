@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from gpustack_render.errors import UserError
 from gpustack_render.pin import QueueChain, merge_into, pin_keys, pin_workload, requirements
-from gpustack_render.pin_demand import (EXCLUSIVE, INT32_MAX, SHARED_CARDS, SLICED_CARD, SLICED_UNITS, Demand,
+from gpustack_render.pin.demand import (EXCLUSIVE, INT32_MAX, SHARED_CARDS, SLICED_CARD, SLICED_UNITS, Demand,
                                         ResourceClassifier, merge_resources, podset_demand)
-from gpustack_render.pin_input import read_workloads
+from gpustack_render.pin.workloads import read_workloads
 from gpustack_render.rules import load_rules
 
 RULES = load_rules()

@@ -306,7 +306,7 @@ def invoke(*args: str) -> Any:
     (["--format", "yaml", "w", "v"], ["--format", "yaml", "w", "v"]),
 ])
 def test_spread_snapshot_paths(args: list[str], expected: list[str]) -> None:
-    from gpustack_render.commands.pin_cmd import spread_snapshot_paths
+    from gpustack_render.cli.pin_cmd import spread_snapshot_paths
     assert spread_snapshot_paths(args) == expected
 
 

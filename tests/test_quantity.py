@@ -1,4 +1,4 @@
-"""Tests for gpustack_render.quantity: parsing, canonical formatting and FNV-1a 64."""
+"""Tests for gpustack_render.k8s: parsing, canonical formatting and FNV-1a 64."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from gpustack_render.quantity import (
+from gpustack_render.k8s import (
     QuantityError,
     fnv1a64_hex,
     format_binary_si_from_mib,

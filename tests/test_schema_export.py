@@ -18,7 +18,8 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from gpustack_render import schema, schema_export
+from gpustack_render.rules import schema
+from gpustack_render.rules import export as schema_export
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
 

@@ -543,7 +543,7 @@ def test_no_progress_without_a_terminal(server: FakeApiServer, tmp_path: Path) -
 def test_progress_follows_the_terminal_check_and_quiet(server: FakeApiServer, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch, flags: list[str],
                                                        shown: bool) -> None:
-    from gpustack_render.commands import snapshot_cmd
+    from gpustack_render.cli import snapshot_cmd
     monkeypatch.setattr(snapshot_cmd, "stderr_is_terminal", lambda: True)
     result = invoke(*flags, "snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)))
     assert result.exit_code == 0, result.stderr

@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from gpustack_render import pipeline
 from gpustack_render.cli import main
-from gpustack_render.quantity import parse_quantity
-from gpustack_render.summary import COLUMNS, WIDE_COLUMNS, format_table, summarise
+from gpustack_render.k8s import parse_quantity
+from gpustack_render.views.summary import COLUMNS, WIDE_COLUMNS, format_table, summarise
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = str(REPO / "fixtures/demo")

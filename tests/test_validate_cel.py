@@ -19,8 +19,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from gpustack_render import cel_rules, crd_schema
-from gpustack_render.cel_rules import compile_rule, compile_schema
+from gpustack_render.validate import cel_rules
+from gpustack_render.validate import crd_schema
+from gpustack_render.validate.cel_rules import compile_rule, compile_schema
 from gpustack_render.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

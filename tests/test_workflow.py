@@ -28,7 +28,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from gpustack_render.diff_report import HEADING
+from gpustack_render.diff.report import HEADING
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / "deploy" / "github-actions" / "gpustack-render.yml"

@@ -12,7 +12,7 @@ from gpustack_render.evaluate.chain import (build_admission_checks, report_final
 from gpustack_render.evaluate.flavors import FlavorBuilder
 from gpustack_render.evaluate.capacity import valid_qualified_name
 from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeEvaluator, NodeFacts, valid_label_value
-from gpustack_render.inputs import InstanceTypeSpec
+from gpustack_render.snapshot.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
 from gpustack_render.evaluate.presets import PresetMatcher
 from gpustack_render.evaluate.queues import NodeMatcher, QueueBuilder

@@ -1,7 +1,7 @@
 """Stage 3 node capacity (stage3-node.md §4) and per-card fit labels (§5): desired owned keys.
 
 Pure: a Node, its Devices, its converged facts and the rules in; desired values and the owned-key
-predicate out. The patch itself is computed in :mod:`gpustack_render.patches`.
+predicate out. The patch itself is computed in :mod:`gpustack_render.emit.patches`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Mapping
 
-from gpustack_render import inputs
+from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import NodeFacts
-from gpustack_render.quantity import QuantityError, memory_label_mib
+from gpustack_render.k8s import QuantityError, memory_label_mib
 from gpustack_render.rules import CapacityFamilyRule, ManufacturerRule, Rules
-from gpustack_render.schema import FitPopulations
+from gpustack_render.rules.schema import FitPopulations
 
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

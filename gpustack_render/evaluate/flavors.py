@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from gpustack_render import inputs
+from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.nodes import (ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL,
                                             PROFILE_LABEL, NodeFacts)

@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from gpustack_render import inputs
+from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
 from gpustack_render.evaluate.names import NameNormaliser
-from gpustack_render.quantity import fnv1a64_hex, quantity_ceil
+from gpustack_render.k8s import fnv1a64_hex, quantity_ceil
 from gpustack_render.rules import Rules
 
 GENERAL_PREFIX = "general.feature.gpustack.ai/"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpustack_render import inputs
+from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.chain import flavor_order, flavor_selector, queue_labels
 from gpustack_render.evaluate.nodes import NodeFacts
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan, QueueFlavorQuota
-from gpustack_render.quantity import format_decimal_si
+from gpustack_render.k8s import format_decimal_si
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
 

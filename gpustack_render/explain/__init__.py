@@ -1,7 +1,7 @@
 """``gpustack-render explain``: why a rendered object (or a Node) looks the way it does.
 
-Pure: a prepared :class:`~gpustack_render.pipeline.Context`, the settings' sources and a target in,
-a :class:`Report` out (``as_json()`` for ``--format json``, :func:`format_text` for people). The
+Pure: a prepared :class:`~gpustack_render.explain.base.Context` (``pipeline.Context`` fits), the
+settings' sources and a target in, a :class:`Report` out (``as_json()`` for ``--format json``, :func:`format_text` for people). The
 builders read the plan the renderer computed and the rules' origins; where they re-derive a value
 to show its steps (gKey, preset tier, quota) they cross-check it against the renderer's value.
 
@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.explain.base import Explainer, Report
+from gpustack_render.explain.base import Context, Explainer, Report
 from gpustack_render.explain.text import format_text
-from gpustack_render.pipeline import Context
 
 KINDS = ("ResourceFlavor", "ClusterQueue", "InstanceType", "LocalQueue", "NodeFeature", "Topology",
          "AdmissionCheck", "node")

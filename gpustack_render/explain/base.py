@@ -6,12 +6,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 
-from gpustack_render import schema
-from gpustack_render.pipeline import Context
+from gpustack_render.evaluate.build import Evaluation
+from gpustack_render.rules import Rules, schema
+from gpustack_render.snapshot import Snapshot
 
 Path_ = tuple[str | int, ...]
+
+
+class Context(Protocol):
+    """What explain reads of a prepared run (``pipeline.Context`` fits): declared here so a
+    feature never imports the pipeline that composes it."""
+
+    rules: Rules
+    snapshot: Snapshot
+    settings: dict[str, bool]
+
+    @property
+    def evaluation(self) -> Evaluation: ...
 
 
 def show_path(text: str) -> str:
@@ -123,7 +136,7 @@ class Explainer:
     def __init__(self, ctx: Context, setting_sources: Mapping[str, tuple[str, str]],
                  templates_dir: Path | None) -> None:
         from gpustack_render.evaluate.names import NameNormaliser
-        from gpustack_render.resources import default_templates_dir
+        from gpustack_render.rules.resources import default_templates_dir
         self.ctx, self.rules, self.snapshot, self.settings = ctx, ctx.rules, ctx.snapshot, ctx.settings
         self.plan = ctx.evaluation.plan
         self.facts = {f.name: f for f in ctx.evaluation.node_facts}

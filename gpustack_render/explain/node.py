@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack_render import schema
+from gpustack_render.rules import schema
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import ARCH_LABEL, GENERAL_PREFIX, OS_LABEL, PROFILE_LABEL, NodeFacts
 from gpustack_render.explain.base import Explainer, Report, Section, holds, reasons, show, show_quantity
-from gpustack_render.quantity import format_decimal_si
+from gpustack_render.k8s import format_decimal_si
 
 
 def _cruft_text(step: Any) -> str:

@@ -11,7 +11,7 @@ from gpustack_render.evaluate.flavors import CPU_ANNOTATION
 from gpustack_render.evaluate.nodes import ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL, PROFILE_LABEL
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
 from gpustack_render.explain.base import Explainer, Report, describe, holds, reasons, show
-from gpustack_render.quantity import format_decimal_si
+from gpustack_render.k8s import format_decimal_si
 
 NOTE_PREFIX = "note.gpustack.ai/"
 

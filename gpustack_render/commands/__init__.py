@@ -1,1 +1,0 @@
-"""One module per command beyond render/catalog/node-patches; each exports ``command``."""

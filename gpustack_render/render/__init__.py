@@ -1,0 +1,180 @@
+"""Plan → manifests through ``templates/<Kind>.yaml.j2``.
+
+Templates are admin input too, so they run in jinja2's sandbox with ``StrictUndefined``. Every
+value goes through the ``q`` filter (JSON encoding, which YAML reads back unchanged), so no label
+value can change the document structure. All objects of a kind are rendered into one stream and
+parsed once by libyaml.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from jinja2 import FileSystemLoader, StrictUndefined, Template, TemplateError, TemplateSyntaxError
+
+from gpustack_render.errors import Problem, UserError
+from gpustack_render.evaluate.plan import Plan
+from gpustack_render.rules.resources import default_templates_dir
+from gpustack_render.rules.schema import RENDER_KINDS
+from gpustack_render.render.sandbox import BoundedSandbox, time_budget
+from gpustack_render.yamlio import load_yaml_text
+
+CATALOG_KIND = "InstanceTypeFlavor"
+# A template pass may take this long (seconds, plus a share per object) before it is stopped.
+TIME_BUDGET_S = 10.0
+TIME_PER_OBJECT_S = 0.002
+# One rendered object may be this large (characters): a template that multiplies strings or loops
+# into a huge manifest fails here instead of in kubectl.
+MAX_OBJECT_CHARS = 1_000_000
+_DATA_MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "labels"), ("spec", "nodeLabels"))
+
+
+def _quote(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=isinstance(value, dict))
+
+
+class Renderer:
+    def __init__(self, templates_dir: Path | None = None) -> None:
+        self.dir = templates_dir or default_templates_dir()
+        if not self.dir.is_dir():
+            raise UserError.single("templates directory not found", file=str(self.dir))
+        self.env = BoundedSandbox(loader=FileSystemLoader(str(self.dir)), undefined=StrictUndefined,
+                                        autoescape=False, keep_trailing_newline=True)
+        self.env.filters["q"] = _quote
+        self._templates: dict[str, Template] = {}
+        problems = []
+        for kind in RENDER_KINDS + (CATALOG_KIND,):
+            try:
+                self._templates[kind] = self.env.get_template(f"{kind}.yaml.j2")
+            except TemplateSyntaxError as err:
+                problems.append(Problem(f"template syntax error: {err.message}",
+                                        file=str(self.dir / f"{kind}.yaml.j2"), line=err.lineno))
+            except TemplateError as err:
+                problems.append(Problem(f"cannot load template: {err}", file=str(self.dir / f"{kind}.yaml.j2")))
+        if problems:
+            raise UserError(problems)
+
+    def render_kind(self, kind: str, items: Sequence[Any]) -> list[dict[str, Any]]:
+        if not items:
+            return []
+        template, path = self._templates[kind], str(self.dir / f"{kind}.yaml.j2")
+        try:
+            with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
+                text = "".join("---\n" + _sized(template.render(obj=item), path) + "\n" for item in items)
+        except TemplateError as err:
+            raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
+                from None
+        try:
+            objects = [o for o in load_yaml_text(text) if o is not None]
+        except yaml.YAMLError as err:
+            raise UserError([Problem(f"template does not produce valid YAML: {str(err).splitlines()[0]}",
+                                     file=path)]) from None
+        if len(objects) != len(items) or not all(isinstance(o, dict) for o in objects):
+            raise UserError([Problem("template must produce exactly one mapping per object", file=path)])
+        problems = [p for obj, item in zip(objects, items) for p in _shape_problems(obj, item, kind, path)]
+        if problems:  # a template mistake repeats for every object: one line says it
+            first = problems[0]
+            more = f" (and {len(problems) - 1} more {kind} objects)" if len(problems) > 1 else ""
+            raise UserError([Problem(first.message + more, file=first.file, obj=first.obj, path=first.path)])
+        for obj in objects:
+            _tidy(obj)
+        return objects
+
+    def render_plan(self, plan: Plan) -> list[dict[str, Any]]:
+        """Every rendered object, ordered by kind, then namespace, then name."""
+        sources = {"NodeFeature": plan.node_features, "Topology": plan.topologies,
+                   "AdmissionCheck": plan.admission_checks, "ResourceFlavor": plan.flavors,
+                   "InstanceType": plan.instance_types, "ClusterQueue": plan.cluster_queues,
+                   "LocalQueue": plan.local_queues}
+        out: list[dict[str, Any]] = []
+        for kind in RENDER_KINDS:
+            objects = self.render_kind(kind, sources[kind])
+            _check_unique(objects, sources[kind], str(self.dir / f"{kind}.yaml.j2"))
+            objects.sort(key=_order_key)
+            out.extend(objects)
+        return out
+
+    def render_catalog(self, plan: Plan) -> dict[str, Any]:
+        items = sorted(self.render_kind(CATALOG_KIND, plan.catalog), key=_order_key)
+        return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _sized(text: str, path: str) -> str:
+    if len(text) > MAX_OBJECT_CHARS:
+        raise UserError.single(f"the template renders an object of {len(text):,} characters, over the limit "
+                               f"of {MAX_OBJECT_CHARS:,}", file=path)
+    return text
+
+
+def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> list[Problem]:
+    """A rendered object keeps its kind, has an apiVersion and a name, and carries a namespace
+    exactly when its plan item has one (namespaced kinds): a cluster-scoped object with a namespace,
+    or a namespaced one without, is applied somewhere else than the render means."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    label = f"{kind}/{getattr(item, 'name', '?')}"
+    if obj.get("kind") != kind:
+        return [Problem(f"the template renders kind {obj.get('kind')!r}; it must render {kind}", file=path,
+                        obj=label, path="kind")]
+    if not isinstance(obj.get("apiVersion"), str) or not obj["apiVersion"]:
+        return [Problem("the template renders no apiVersion", file=path, obj=label, path="apiVersion")]
+    if not isinstance(name, str) or not name:
+        return [Problem("the template renders no metadata.name", file=path, obj=label, path="metadata.name")]
+    namespace = meta.get("namespace")
+    if hasattr(item, "namespace") and not (isinstance(namespace, str) and namespace):
+        return [Problem(f"{kind} is namespaced; the template renders no metadata.namespace", file=path,
+                        obj=label, path="metadata.namespace")]
+    if not hasattr(item, "namespace") and namespace is not None:
+        return [Problem(f"{kind} is cluster-scoped; the template renders metadata.namespace {namespace!r}",
+                        file=path, obj=label, path="metadata.namespace")]
+    return []
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(API group, kind, namespace, name): what the API server keys an object by."""
+    meta = obj.get("metadata") or {}
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    return group, str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _check_unique(objects: Sequence[dict[str, Any]], items: Sequence[Any], path: str) -> None:
+    """Two objects of one identity would be applied as one (the last wins): the other is silently
+    dropped, and a pruning GitOps tool deletes it from the cluster."""
+    seen: dict[tuple[str, str, str, str], Any] = {}
+    problems: list[Problem] = []
+    for obj, item in zip(objects, items):
+        key = identity(obj)
+        if key in seen:
+            where = f"{key[2]}/{key[3]}" if key[2] else key[3]
+            problems.append(Problem(f"rendered twice: from {_describe(seen[key])} and from {_describe(item)}; "
+                                    f"the template or the naming rules must keep them apart", file=path,
+                                    obj=f"{key[1]}/{where}"))
+        else:
+            seen[key] = item
+    if problems:
+        more = f" ({len(problems) - 1} more such pairs)" if len(problems) > 1 else ""
+        raise UserError([Problem(problems[0].message + more, file=path, obj=problems[0].obj)])
+
+
+def _describe(item: Any) -> str:
+    """A plan item in a few words: its type and its identifying fields."""
+    fields = {k: v for k, v in vars(item).items() if isinstance(v, (str, int, bool)) and v not in ("", None)}
+    shown = ", ".join(f"{k}={v}" for k, v in list(fields.items())[:6])
+    return f"{type(item).__name__}({shown})"
+
+
+def _order_key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _tidy(obj: dict[str, Any]) -> None:
+    """Data maps sorted by key; label and annotation values as strings."""
+    for outer, inner in _DATA_MAPS:
+        parent = obj.get(outer)
+        if isinstance(parent, dict) and isinstance(parent.get(inner), dict):
+            parent[inner] = {str(k): v if isinstance(v, str) else json.dumps(v)
+                             for k, v in sorted(parent[inner].items())}

@@ -1,0 +1,327 @@
+"""Snapshot files → a validated, typed :class:`Snapshot` (inputs.md, cli-contract.md).
+
+Knows nothing of rules beyond where the settings object lives. Bulk parsing stays on C paths
+(json / libyaml); validation is pydantic; every problem of every object is reported in one pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import yaml
+from pydantic import ValidationError
+
+from gpustack_render.snapshot import inputs
+from gpustack_render.errors import Problem, UserError
+from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
+
+SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
+# Kinds the renderer does not read but ``diff`` (live objects of rendered kinds) and ``validate``
+# (CRDs) need as they are: kept untyped in ``Snapshot.raw`` under their namespace.
+RAW_ONLY_KINDS = frozenset({("nfd.k8s-sigs.io", "NodeFeature"), ("kueue.x-k8s.io", "LocalQueue"),
+                            ("apiextensions.k8s.io", "CustomResourceDefinition")})
+_TRUE = {"true", "True", "TRUE", "t", "T", "1"}
+_FALSE = {"false", "False", "FALSE", "f", "F", "0"}
+
+
+def parse_bool(text: str) -> bool | None:
+    """The settings boolean grammar (inputs.md §9); ``None`` when ``text`` is not a boolean."""
+    text = text.strip()
+    return True if text in _TRUE else False if text in _FALSE else None
+
+
+@dataclass
+class Snapshot:
+    nodes: dict[str, inputs.Node] = field(default_factory=dict)
+    devices: dict[str, inputs.Devices] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    instance_types: dict[str, inputs.InstanceType] = field(default_factory=dict)
+    deleted_instance_types: dict[str, inputs.InstanceType] = field(default_factory=dict)
+    cluster_queues: dict[str, inputs.ClusterQueue] = field(default_factory=dict)
+    admission_checks: dict[str, inputs.AdmissionCheck] = field(default_factory=dict)
+    topologies: dict[str, inputs.Topology] = field(default_factory=dict)
+    resource_flavors: dict[str, inputs.ResourceFlavor] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    settings_origin: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    raw: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
+    files: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) → the file it came from
+    # Files that held no object the tool reads (empty, a README, only foreign kinds): named in a
+    # warning, because a mistyped path must not look like an empty cluster.
+    unused_files: list[str] = field(default_factory=list)
+    node_objects: int = 0  # every Node read, those being deleted included
+
+
+@dataclass
+class _Source:
+    obj: dict[str, Any]
+    file: str
+
+
+def expand_paths(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
+    """Snapshot-style path arguments: ``-`` is stdin (path ``None``), directories recursively."""
+    for raw in paths:
+        if raw == "-":
+            yield "<stdin>", None
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(p for p in path.rglob("*") if p.suffix in SNAPSHOT_SUFFIXES and p.is_file()):
+                yield str(child), child
+        elif path.exists():
+            yield raw, path
+        else:
+            raise UserError.single("no such file or directory", file=raw)
+
+
+def flatten_lists(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict[str, Any]]:
+    """A document → its objects (``kind: *List`` items flattened, recursively)."""
+    if not isinstance(doc, dict):
+        problems.append(Problem("a document must be a mapping (a Kubernetes object)", file=file))
+        return
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            yield from flatten_lists(item, file, problems)
+        return
+    yield doc
+
+
+def read_documents(paths: Iterable[str], problems: list[Problem],
+                   files: list[str] | None = None) -> Iterator[tuple[str, Any]]:
+    """(file, document) for every document of ``paths``; unreadable files go to ``problems``; every
+    file read is appended to ``files`` when given."""
+    for display, path in expand_paths(paths):
+        if files is not None:
+            files.append(display)
+        try:
+            text = sys.stdin.read() if path is None else read_text(path, display)
+            docs = parse_documents(text, display)
+        except UserError as err:
+            problems.extend(err.problems)
+            continue
+        for doc in docs:
+            yield display, doc
+
+
+def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str]) -> list[_Source]:
+    return [_Source(obj, display) for display, doc in read_documents(paths, problems, files)
+            for obj in flatten_lists(doc, display, problems)]
+
+
+def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
+    """(group, kind, namespace, name), or a message saying what is missing."""
+    api, kind, meta = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(api, str) or not api or not isinstance(kind, str) or not kind:
+        return "document without apiVersion/kind"
+    if not isinstance(name, str) or not name:
+        return "document without metadata.name"
+    group = api.rpartition("/")[0] if "/" in api else ""
+    namespace = meta.get("namespace") or ""
+    return group, kind, namespace if isinstance(namespace, str) else "", name
+
+
+def _object_label(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(error: dict[str, Any]) -> str:
+    kind, value = error["type"], error.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if kind in ("label_value", "quantity", "mode", "keyed"):
+        return error["msg"]
+    words = {"int_type": "an integer", "bool_type": "a boolean", "string_type": "a string",
+             "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+             "model_attributes_type": "a mapping", "string_too_short": "a non-empty string"}
+    if kind in words:
+        shown = "null" if value is None else repr(value) if not isinstance(value, (dict, list)) \
+            else type(value).__name__
+        return f"expected {words[kind]}, got {shown}"
+    return error["msg"].lower()
+
+
+_COMPOSED: dict[str, dict[tuple[str, str], Any]] = {}
+
+
+def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of ``loc`` inside object ``kind/name`` of ``file``, or ``None``.
+
+    Only called on the error path: the file is composed again (libyaml keeps marks) so the fast
+    bulk load never pays for positions.
+    """
+    if file == "<stdin>":
+        return None
+    index = _COMPOSED.get(file)
+    if index is None:
+        index = _COMPOSED[file] = {}
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+            roots = list(yaml.compose_all(text, Loader=BulkLoader))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return None
+        stack = [r for r in roots if r is not None]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, yaml.MappingNode):
+                fields = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+                meta = fields.get("metadata")
+                kind_node = fields.get("kind")
+                if isinstance(kind_node, yaml.ScalarNode) and isinstance(meta, yaml.MappingNode):
+                    meta_fields = {k.value: v for k, v in meta.value if isinstance(k, yaml.ScalarNode)}
+                    name_node = meta_fields.get("name")
+                    if isinstance(name_node, yaml.ScalarNode):
+                        index[(kind_node.value, name_node.value)] = node
+                items = fields.get("items")
+                if isinstance(items, yaml.SequenceNode):
+                    stack.extend(items.value)
+    node = index.get((kind, name))
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part]
+            if not match:
+                break
+            key, node = match[0]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Snapshot:
+    problems: list[Problem] = []
+    files: list[str] = []
+    sources = _read_objects(paths, problems, files)
+    seen: dict[tuple[str, str, str, str], _Source] = {}
+    snap = Snapshot()
+    used: set[str] = set()
+    settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
+    for source in sources:
+        ident = _identity(source.obj)
+        if isinstance(ident, str):
+            problems.append(Problem(ident, file=source.file))
+            continue
+        group, kind, namespace, name = ident
+        model = inputs.MODELS.get((group, kind))
+        if model is None:
+            if (group, kind) in RAW_ONLY_KINDS:
+                used.add(source.file)
+                _keep_raw(snap, ident, source, seen, problems)
+            continue
+        is_settings = kind in ("Secret", "ConfigMap")
+        if is_settings and (namespace, name) != settings_source:
+            continue
+        used.add(source.file)
+        if not is_settings:
+            namespace = ""  # every other kind read is cluster-scoped (Namespace included)
+            ident = (group, kind, "", name)
+        if ident in seen:
+            if seen[ident].obj != source.obj:
+                problems.append(Problem(f"conflicts with a different object of the same identity in "
+                                        f"{seen[ident].file}", file=source.file,
+                                        obj=_object_label(kind, namespace, name)))
+            continue
+        seen[ident] = source
+        try:
+            typed = model.model_validate(source.obj)
+        except ValidationError as err:
+            label = _object_label(kind, namespace, name)
+            for e in err.errors():
+                loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
+                line = locate_line(source.file, kind, name, loc)
+                problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=_path(loc)))
+            continue
+        _place(snap, kind, typed, source, settings_objects, problems)
+    _resolve_settings(snap, settings_objects, problems)
+    if problems:
+        raise UserError(problems)
+    snap.namespaces.sort()
+    snap.unused_files = sorted(set(files) - used)
+    return snap
+
+
+def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
+              seen: dict[tuple[str, str, str, str], _Source], problems: list[Problem]) -> None:
+    """Keep an object of a :data:`RAW_ONLY_KINDS` kind; the same identity twice must be the same object."""
+    if ident in seen:
+        if seen[ident].obj != source.obj:
+            problems.append(Problem(f"conflicts with a different object of the same identity in {seen[ident].file}",
+                                    file=source.file, obj=_object_label(*ident[1:])))
+        return
+    seen[ident] = source
+    snap.raw[ident] = source.obj
+
+
+def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
+           settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
+    meta: inputs.Meta = typed.metadata
+    deleting = meta.deletionTimestamp is not None
+    snap.files[(kind, meta.name)] = source.file
+    if kind == "Node":
+        snap.node_objects += 1
+        if not deleting:
+            snap.nodes[meta.name] = typed
+    elif kind == "Devices":
+        snap.devices[meta.name] = typed
+    elif kind == "Namespace":
+        if not deleting and typed.status.phase != "Terminating":
+            snap.namespaces.append(meta.name)
+    elif kind == "InstanceType":
+        spec = typed.spec
+        if spec.acceleratable and not spec.acceleratorGroup:
+            problems.append(Problem("required when spec.acceleratable is true", file=source.file,
+                                    obj=f"InstanceType/{meta.name}", path="spec.acceleratorGroup"))
+        (snap.deleted_instance_types if deleting else snap.instance_types)[meta.name] = typed
+    elif kind == "ClusterQueue":
+        snap.cluster_queues[meta.name] = typed.model_copy(update={
+            "raw_resource_groups": (source.obj.get("spec") or {}).get("resourceGroups")})
+    elif kind == "AdmissionCheck":
+        snap.admission_checks[meta.name] = typed
+    elif kind == "Topology":
+        snap.topologies[meta.name] = typed
+    elif kind == "ResourceFlavor":
+        snap.resource_flavors[meta.name] = typed
+    else:
+        settings_objects.append((kind, source.file, typed))
+    if kind not in ("Node", "Devices", "Namespace", "Secret", "ConfigMap"):
+        api = source.obj["apiVersion"]
+        snap.raw[(api.rpartition("/")[0], kind, meta.namespace or "", meta.name)] = source.obj
+
+
+def _resolve_settings(snap: Snapshot, objects: list[tuple[str, str, inputs.SettingsObject]],
+                      problems: list[Problem]) -> None:
+    """Merge the settings Secret and ConfigMap; the Secret wins, ``stringData`` over ``data``."""
+    for kind, file, obj in sorted(objects, key=lambda o: o[0] == "Secret"):
+        label = _object_label(kind, obj.metadata.namespace, obj.metadata.name)
+        values: list[tuple[str, str, tuple[str, str, str]]] = []
+        for key, value in (obj.data or {}).items():
+            if kind == "Secret":
+                try:
+                    value = base64.b64decode(value, validate=True).decode("utf-8")
+                except (binascii.Error, UnicodeDecodeError):
+                    problems.append(Problem("is not valid base64", file=file, obj=label, path=f"data.{key}"))
+                    continue
+            values.append((key, value, (file, label, f"data.{key}")))
+        values.extend((key, value, (file, label, f"stringData.{key}"))
+                      for key, value in (obj.stringData or {}).items())
+        for key, value, origin in values:
+            snap.settings[key] = value
+            snap.settings_origin[key] = origin

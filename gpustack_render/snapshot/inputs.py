@@ -1,0 +1,298 @@
+"""Typed models of the snapshot objects the renderer reads (inputs.md).
+
+Only the fields the spec lists are modelled; everything else is ignored (``extra="ignore"``).
+Scalars are coerced the way the spec says (label values: booleans and numbers read as text), and
+fields that upstream serialises as integers are strict integers, so a wrong type is an input error.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
+from pydantic_core import PydanticCustomError
+
+from gpustack_render.k8s import QuantityError, parse_quantity
+
+
+def _label_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise PydanticCustomError("label_value", "must be a scalar (string, number or boolean), got {what}",
+                              {"what": "null" if value is None else type(value).__name__})
+
+
+def _quantity(value: Any) -> Fraction:
+    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+        raise PydanticCustomError("quantity", "{value} is not a valid quantity", {"value": repr(value)})
+    try:
+        return parse_quantity(value)
+    except QuantityError as err:
+        raise PydanticCustomError("quantity", "{message}", {"message": str(err)}) from None
+
+
+def _label_map(value: Any) -> Any:
+    """Label/annotation maps, converted in one call per map (not per value) for 10,000-node speed."""
+    if not isinstance(value, dict):
+        return value
+    if all(type(v) is str for v in value.values()):
+        return value
+    out = {}
+    for key, item in value.items():
+        try:
+            out[key] = _label_value(item)
+        except PydanticCustomError as err:
+            raise PydanticCustomError("keyed", "{message}", {"key": str(key), "message": err.message()}) from None
+    return out
+
+
+def _quantity_map(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        try:
+            out[key] = _quantity(item)
+        except PydanticCustomError as err:
+            raise PydanticCustomError("keyed", "{message}", {"key": str(key), "message": err.message()}) from None
+    return out
+
+
+LabelValue = Annotated[str, BeforeValidator(_label_value)]
+LabelMap = Annotated[dict[str, str], BeforeValidator(_label_map)]
+Quantity = Annotated[Fraction, BeforeValidator(_quantity)]
+QuantityMap = Annotated[dict[str, Any], BeforeValidator(_quantity_map)]
+StrictInt = Annotated[int, Strict()]
+StrictBool = Annotated[bool, Strict()]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, arbitrary_types_allowed=True)
+
+
+class Meta(Model):
+    name: Annotated[str, Field(min_length=1)]
+    namespace: str = ""
+    labels: LabelMap | None = None
+    annotations: LabelMap | None = None
+    deletionTimestamp: Any = None
+
+
+class NodeStatus(Model):
+    capacity: QuantityMap | None = None  # None: the Node has no status.capacity at all
+
+
+class Node(Model):
+    metadata: Meta
+    status: NodeStatus = Field(default_factory=NodeStatus)
+
+
+# --- Devices ---------------------------------------------------------------------------------------
+
+class SlicedDetailLogical(Model):
+    count: StrictInt = 0
+    coresPercentageOvercommit: StrictBool | None = None
+
+
+class SlicedDetail(Model):
+    logical: SlicedDetailLogical | None = None
+
+
+class LogicalSliced(Model):
+    count: StrictInt = 0
+    coresPercentageOvercommit: StrictBool = False
+
+
+class StaticProfile(Model):
+    name: str
+    count: StrictInt = 0
+
+
+class PhysicalSliced(Model):
+    count: StrictInt = 0
+    profiles: list[StaticProfile] = Field(default_factory=list)
+
+
+class AcceleratorStatus(Model):
+    logicalSliced: LogicalSliced | None = None
+    physicalSliced: PhysicalSliced | None = None
+
+
+class Accelerator(Model):
+    id: Annotated[str, Field(min_length=1)]
+    index: StrictInt | None = None
+    status: AcceleratorStatus = Field(default_factory=AcceleratorStatus)
+
+
+class DeviceGroup(Model):
+    id: Annotated[str, Field(min_length=1)]
+    manufacturer: Annotated[str, Field(min_length=1)]
+    name: str = ""
+    acceleratorSlicedDetail: SlicedDetail | None = None
+    accelerators: list[Accelerator] = Field(default_factory=list)
+
+
+class ProfileCount(Model):
+    name: str
+    count: StrictInt = 0
+
+
+_MODES = {"none": 0, "exclusive": 1, "shared": 2, "sliced": 3, "partitioned": 4, "visibility": 5}
+
+
+def _mode(value: Any) -> int:
+    """Allocation mode, accepted as the integer or its name (upstream's encoding is unverified)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 5:
+        return value
+    if isinstance(value, str) and value.lower() in _MODES:
+        return _MODES[value.lower()]
+    raise PydanticCustomError("mode", "{value} is not an allocation mode (0-5 or None, Exclusive, Shared, "
+                              "Sliced, Partitioned, Visibility)", {"value": repr(value)})
+
+
+class LedgerAccelerator(Model):
+    id: Annotated[str, Field(min_length=1)]
+    mode: Annotated[int, BeforeValidator(_mode)] = 0
+    allocated: StrictInt = 0
+    remaining: StrictInt = 0
+    allocatedSlices: StrictInt = 0
+    allocatedProfiles: list[ProfileCount] = Field(default_factory=list)
+    remainingProfiles: list[ProfileCount] = Field(default_factory=list)
+
+
+class LedgerGroup(Model):
+    id: Annotated[str, Field(min_length=1)]
+    manufacturer: Annotated[str, Field(min_length=1)]
+    accelerators: list[LedgerAccelerator] = Field(default_factory=list)
+
+
+class DevicesSpec(Model):
+    groups: list[DeviceGroup] = Field(default_factory=list)
+
+
+class DevicesStatus(Model):
+    groups: list[LedgerGroup] = Field(default_factory=list)
+
+
+class Devices(Model):
+    metadata: Meta
+    spec: DevicesSpec = Field(default_factory=DevicesSpec)
+    status: DevicesStatus = Field(default_factory=DevicesStatus)
+
+
+# --- the rest ----------------------------------------------------------------------------------------
+
+class NamespaceStatus(Model):
+    phase: str = ""
+
+
+class Namespace(Model):
+    metadata: Meta
+    status: NamespaceStatus = Field(default_factory=NamespaceStatus)
+
+
+class InstanceTypeSpec(Model):
+    acceleratable: StrictBool = False
+    acceleratorGroup: str = ""
+    generalGroup: str = ""
+    os: Annotated[str, Field(min_length=1)]
+    arch: Annotated[str, Field(min_length=1)]
+    inactive: StrictBool = False
+
+
+class InstanceType(Model):
+    metadata: Meta
+    spec: InstanceTypeSpec
+
+
+class QuotaResource(Model):
+    name: str
+    nominalQuota: Quantity
+
+
+class QuotaFlavor(Model):
+    name: str
+    resources: list[QuotaResource] = Field(default_factory=list)
+
+
+class ResourceGroup(Model):
+    flavors: list[QuotaFlavor] = Field(default_factory=list)
+
+
+class ClusterQueueSpec(Model):
+    resourceGroups: list[ResourceGroup] = Field(default_factory=list)
+    stopPolicy: str = ""
+
+
+class ClusterQueueStatus(Model):
+    reservingWorkloads: StrictInt = 0
+    admittedWorkloads: StrictInt = 0
+
+
+class ClusterQueue(Model):
+    metadata: Meta
+    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus = Field(default_factory=ClusterQueueStatus)
+    raw_resource_groups: Any = None
+
+
+class Condition(Model):
+    type: str
+    status: str = ""
+
+
+class ConditionsStatus(Model):
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class AdmissionCheck(Model):
+    metadata: Meta
+    status: ConditionsStatus = Field(default_factory=ConditionsStatus)
+
+
+class TopologyLevel(Model):
+    nodeLabel: str
+
+
+class TopologySpec(Model):
+    levels: list[TopologyLevel] = Field(default_factory=list)
+
+
+class Topology(Model):
+    metadata: Meta
+    spec: TopologySpec = Field(default_factory=TopologySpec)
+
+
+class ResourceFlavorSpec(Model):
+    topologyName: str = ""
+
+
+class ResourceFlavor(Model):
+    metadata: Meta
+    spec: ResourceFlavorSpec = Field(default_factory=ResourceFlavorSpec)
+
+
+class SettingsObject(Model):
+    metadata: Meta
+    data: LabelMap | None = None
+    stringData: LabelMap | None = None
+
+
+# (API group, kind) → model. Any version of the group is accepted (inputs.md §1).
+MODELS: dict[tuple[str, str], type[Model]] = {
+    ("", "Node"): Node,
+    ("worker.gpustack.ai", "Devices"): Devices,
+    ("", "Namespace"): Namespace,
+    ("worker.gpustack.ai", "InstanceType"): InstanceType,
+    ("kueue.x-k8s.io", "ClusterQueue"): ClusterQueue,
+    ("kueue.x-k8s.io", "AdmissionCheck"): AdmissionCheck,
+    ("kueue.x-k8s.io", "Topology"): Topology,
+    ("kueue.x-k8s.io", "ResourceFlavor"): ResourceFlavor,
+    ("", "Secret"): SettingsObject,
+    ("", "ConfigMap"): SettingsObject,
+}

@@ -1,0 +1,1 @@
+"""Views of a render: the chain graph (`graph`) and the pool summary (`summary`)."""

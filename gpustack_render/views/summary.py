@@ -1,0 +1,171 @@
+"""``gpustack-render summary``: one line per pool (ClusterQueue), as ``kubectl get`` prints a table.
+
+Everything comes from the one evaluation ``render`` does (the plan) plus each Node's labels after
+its ``node-patches`` fit-label patch (:func:`gpustack_render.pipeline.fit_node_labels`); the fit
+label keys are the ``fitLabels`` formats of the Capacity rules, rendered for the pool's aKey.
+Pure: :func:`summarise` builds the rows, :func:`format_table` / :func:`as_json` write them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from gpustack_render.evaluate.chain import flavor_selector
+from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
+from gpustack_render.views.graph import ACTIVE_STOP_POLICY, queue_quota
+
+NONE = "<none>"        # kubectl's text for an empty cell
+UNKNOWN = "<unknown>"  # a value the snapshot cannot tell (no Devices, hence no fit labels)
+
+# A warning names the objects it is about as ``Kind/name`` (or "ClusterQueue name" in running text).
+_REFERENCE = re.compile(r"\b(ClusterQueue|InstanceType|ResourceFlavor|Node)[/ ]([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@dataclass
+class PoolSummary:
+    name: str
+    acceleratable: bool
+    accelerator_group: str
+    nodes: int
+    cards: int | None               # None for a CPU pool
+    quota: tuple[tuple[str, str], ...]
+    free_cards: int | None          # None: not an accelerated pool, or no Node has the fit label
+    max_free_slice: int | None      # units; None: no Node of the pool has a sliceable card's label
+    stop_policy: str
+    refusal: str
+    flavors: list[str] = field(default_factory=list)
+    local_queues: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "acceleratable": self.acceleratable,
+                "acceleratorGroup": self.accelerator_group or None, "nodes": self.nodes, "cards": self.cards,
+                "quota": dict(self.quota), "freeCards": self.free_cards, "maxFreeSlice": self.max_free_slice,
+                "stopPolicy": self.stop_policy, "refusal": self.refusal or None, "flavors": self.flavors,
+                "localQueues": self.local_queues, "warnings": self.warnings}
+
+
+def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[PoolSummary]:
+    """One row per ClusterQueue of the plan, by name. ``fit_labels``: each Node's labels after the
+    fit-label patch (``pipeline.fit_node_labels(ctx)``)."""
+    from gpustack_render.render import Renderer
+    plan = ctx.evaluation.plan
+    queues = sorted(plan.cluster_queues, key=lambda q: q.name)
+    rendered = {_name(o): o for o in Renderer(None).render_kind("ClusterQueue", queues)}
+    akey_prefix = ctx.rules.normalisation.aKey.labelPrefix
+    local = {q.name: 0 for q in queues}
+    for lq in plan.local_queues:
+        local[lq.cluster_queue] = local.get(lq.cluster_queue, 0) + 1
+    warnings = list(ctx.diagnostics.warnings)
+    rows = []
+    for queue in queues:
+        flavors = pool_flavors(queue, plan.flavors, akey_prefix)
+        acceleratable, akey = _accelerator(ctx, queue.name, flavors)
+        nodes = sorted({n for f in flavors for n in f.nodes})
+        free, largest = _fit(ctx.rules, akey, nodes, fit_labels) if acceleratable and akey else (None, None)
+        rows.append(PoolSummary(
+            name=queue.name, acceleratable=acceleratable, accelerator_group=akey, nodes=len(nodes),
+            cards=sum(f.capacity for f in flavors) if acceleratable else None,
+            quota=queue_quota(rendered[queue.name]), free_cards=free, max_free_slice=largest,
+            stop_policy=queue.stop_policy, refusal=queue.refusal, flavors=[f.name for f in flavors],
+            local_queues=local.get(queue.name, 0),
+            warnings=pool_warnings(warnings, queue.name, {f.name for f in flavors}, set(nodes))))
+    return rows
+
+
+def pool_flavors(queue: ClusterQueuePlan, flavors: Sequence[FlavorPlan], akey_prefix: str) -> list[FlavorPlan]:
+    """The flavors the queue's selector picks (stage4-chain.md §2.4 step 1), whether or not its plan
+    was kept: the pool's hardware, even when the queue was refused or holds."""
+    selector = flavor_selector(queue.labels, akey_prefix).items()
+    return sorted((f for f in flavors if selector <= f.labels.items() and f.capacity > 0), key=lambda f: f.name)
+
+
+def _accelerator(ctx: Any, name: str, flavors: Sequence[FlavorPlan]) -> tuple[bool, str]:
+    """Whether the pool is accelerated and its aKey: from its flavors, else its InstanceType."""
+    if flavors:
+        return flavors[0].accelerated, flavors[0].akey if flavors[0].accelerated else ""
+    for it in ctx.evaluation.plan.instance_types:
+        if it.name == name:
+            return it.acceleratable, it.accelerator_group if it.acceleratable else ""
+    known = ctx.snapshot.instance_types.get(name) or ctx.snapshot.deleted_instance_types.get(name)
+    if known is not None:
+        return bool(known.spec.acceleratable), known.spec.acceleratorGroup if known.spec.acceleratable else ""
+    return False, ""
+
+
+def _fit(rules: Any, akey: str, nodes: Iterable[str],
+         fit_labels: Mapping[str, Mapping[str, str]]) -> tuple[int | None, int | None]:
+    """(free cards summed over the pool's Nodes, the largest free slice on any one card)."""
+    shared_key = rules.fit_shared_label.render({"aKey": akey})
+    sliced_key = rules.fit_sliced_label.render({"aKey": akey})
+    shared = [_int(fit_labels.get(n, {}).get(shared_key)) for n in nodes]
+    sliced = [_int(fit_labels.get(n, {}).get(sliced_key)) for n in nodes]
+    shared_known = [v for v in shared if v is not None]
+    sliced_known = [v for v in sliced if v is not None]
+    return (sum(shared_known) if shared_known else None), (max(sliced_known) if sliced_known else None)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes: set[str]) -> list[str]:
+    """The warnings about this pool. A warning that names ClusterQueues is about those queues only
+    (another queue's refusal may mention a Node this pool shares); one that names none is about the
+    pool when it names the pool's InstanceType (same name), one of its flavors or one of its Nodes."""
+    out = []
+    for warning in warnings:
+        refs = [(kind, name.rstrip(".")) for kind, name in _REFERENCE.findall(warning)]
+        queues = {name for kind, name in refs if kind == "ClusterQueue"}
+        if queues:
+            mine = queue in queues
+        else:
+            mine = any((kind == "InstanceType" and name == queue) or (kind == "ResourceFlavor" and name in flavors)
+                       or (kind == "Node" and name in nodes) for kind, name in refs)
+        if mine:
+            out.append(warning)
+    return out
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+# --- output ----------------------------------------------------------------------------------------
+
+COLUMNS = ("NAME", "NODES", "CARDS", "QUOTA", "FREE-CARDS", "MAX-FREE-SLICE", "STOP-POLICY", "REFUSAL", "WARNINGS")
+WIDE_COLUMNS = COLUMNS + ("ACCELERATOR", "FLAVORS", "LOCAL-QUEUES", "MESSAGE")
+
+
+def _cells(row: PoolSummary, wide: bool) -> list[str]:
+    def num(value: int | None, missing: str) -> str:
+        return missing if value is None else str(value)
+    accelerated_missing = UNKNOWN if row.acceleratable else NONE
+    cells = [row.name, str(row.nodes), num(row.cards, NONE),
+             ",".join(f"{r}={v}" for r, v in row.quota) or NONE,
+             num(row.free_cards, accelerated_missing), num(row.max_free_slice, accelerated_missing),
+             row.stop_policy or ACTIVE_STOP_POLICY, row.refusal.split(":", 1)[0] if row.refusal else NONE,
+             str(len(row.warnings))]
+    if wide:
+        cells += [row.accelerator_group or NONE, str(len(row.flavors)), str(row.local_queues),
+                  row.refusal or (row.warnings[0] if row.warnings else NONE)]
+    return cells
+
+
+def format_table(rows: Sequence[PoolSummary], wide: bool = False) -> str:
+    """``kubectl get`` layout: upper-case headers, left-aligned columns 3 spaces apart, no trailing
+    blanks. No rows → no output (the caller says so on stderr, as kubectl does)."""
+    if not rows:
+        return ""
+    table = [list(WIDE_COLUMNS if wide else COLUMNS)] + [_cells(r, wide) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return "".join("   ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in table)
+
+
+def as_json(rows: Sequence[PoolSummary]) -> dict[str, Any]:
+    return {"pools": [r.as_json() for r in rows]}
