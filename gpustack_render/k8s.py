@@ -1,4 +1,9 @@
-"""Kubernetes quantities, canonical SI strings and FNV-1a 64 hashing.
+"""Kubernetes grammar, in one place: object names, label keys and values, annotation keys,
+object identity and field paths; quantities, canonical SI strings and FNV-1a 64 hashing.
+
+Names and keys follow apimachinery's validation (``IsDNS1123Label``, ``IsQualifiedName``, …): Go's
+``$`` is the end of the text, so every pattern ends in ``\\Z`` (Python's ``$`` would also accept a
+trailing newline).
 
 Capacity values in a snapshot are compared by numeric value, never by text, so every quantity is
 parsed once into an exact ``Fraction`` (no float rounding, no ``Decimal`` context surprises).
@@ -8,10 +13,12 @@ formatters follow stage3-node.md §3.2 and §3.3 literally.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, reduce
+from typing import Any, Iterable, Literal
 
 __all__ = [
     "QuantityError",
@@ -21,6 +28,19 @@ __all__ = [
     "memory_label_mib",
     "format_binary_si_from_mib",
     "fnv1a64_hex",
+    "Key",
+    "identity",
+    "label",
+    "join_field",
+    "field_path",
+    "dns_label",
+    "dns_subdomain",
+    "qualified_name",
+    "label_value",
+    "valid_qualified_name",
+    "valid_label_value",
+    "LABEL_NAME",
+    "QUALIFIED_KEY",
 ]
 
 
@@ -143,3 +163,122 @@ def fnv1a64_hex(text: str) -> str:
     for byte in text.encode("utf-8"):
         h = ((h ^ byte) * _FNV_PRIME) & _U64
     return f"{h:016x}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Names, label keys and values (apimachinery/pkg/util/validation)
+
+_DNS_LABEL_PART = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_PART = rf"{_DNS_LABEL_PART}(\.{_DNS_LABEL_PART})*"
+_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_DNS_LABEL = re.compile(rf"{_DNS_LABEL_PART}\Z")
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_SUBDOMAIN_PART}\Z")
+_LABEL_VALUE = re.compile(rf"({_NAME_PART})?\Z")
+# The name part of a label or annotation key (no length limit: callers apply their own).
+LABEL_NAME = re.compile(rf"{_NAME_PART}\Z")
+# A whole ``[prefix/]name`` key, prefix a DNS subdomain (no length limits).
+QUALIFIED_KEY = re.compile(rf"({_DNS_SUBDOMAIN_PART}/)?{_NAME_PART}\Z")
+
+
+def dns_label(value: str) -> str | None:
+    if len(value) > 63:
+        return f"{value!r} is longer than 63 characters (DNS-1123 label)"
+    return None if _DNS_LABEL.match(value) else \
+        f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', alphanumeric at both ends)"
+
+
+def dns_subdomain(value: str) -> str | None:
+    if len(value) > 253:
+        return f"{value!r} is longer than 253 characters (DNS-1123 subdomain)"
+    return None if _DNS_SUBDOMAIN.match(value) else \
+        f"{value!r} is not a DNS-1123 subdomain (lower-case alphanumerics, '-' and '.', alphanumeric at both ends)"
+
+
+def qualified_name(key: str) -> str | None:
+    """Label and annotation keys: ``[prefix/]name``, prefix a DNS subdomain, name 63 characters."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not prefix:
+        return f"key {key!r} has an empty prefix"
+    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"key {key!r}: prefix is not a DNS-1123 subdomain of at most 253 characters"
+    if not name or len(name) > 63:
+        return f"key {key!r}: name part must be 1-63 characters"
+    if not LABEL_NAME.match(name):
+        return f"key {key!r}: name part must be alphanumerics, '-', '_' or '.', alphanumeric at both ends"
+    return None
+
+
+def label_value(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"value must be a string, got {value!r}"
+    if len(value) > 63:
+        return f"value {value!r} is longer than 63 characters"
+    return None if _LABEL_VALUE.match(value) else \
+        f"value {value!r} must be alphanumerics, '-', '_' or '.', alphanumeric at both ends"
+
+
+def valid_qualified_name(key: str) -> bool:
+    """Whether ``key`` is a valid label/annotation key (the yes/no of :func:`qualified_name`)."""
+    return qualified_name(key) is None
+
+
+def valid_label_value(value: str) -> bool:
+    return label_value(value) is None
+
+
+# ------------------------------------------------------------------------------------------------
+# Object identity and field paths
+
+Key = tuple[str, str, str, str]  # (API group, kind, namespace, name)
+
+
+def identity(obj: dict[str, Any]) -> Key:
+    """What the API server keys an object by: apiVersion group (not version), kind, namespace,
+    name; a missing part is ``""``. Callers that must refuse incomplete objects check first."""
+    meta = obj.get("metadata") or {}
+    api = str(obj.get("apiVersion") or "")
+    return api.rpartition("/")[0], str(obj.get("kind") or ""), str(meta.get("namespace") or ""), \
+        str(meta.get("name") or "")
+
+
+def label(key: Key) -> str:
+    """``Kind/name`` or ``Kind/namespace/name``, as every message of the tool names objects."""
+    _, kind, namespace, name = key
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+KeyStyle = Literal["quoted", "json", "dotted"]
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def _plain(key: str, style: KeyStyle) -> bool:
+    if style == "dotted":
+        return True
+    if style == "json":
+        return bool(key) and all(c.isalnum() or c == "_" for c in key)
+    return bool(_PLAIN_KEY.match(key))
+
+
+def _bracketed(key: str, style: KeyStyle) -> str:
+    if style == "json":
+        return json.dumps(key)
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def join_field(path: str, key: Any, style: KeyStyle = "quoted") -> str:
+    """``path`` and one more step: ``[0]`` for an index, ``.key`` for a plain key, else the key
+    bracketed and quoted. The style of a key is what each message kept from before they shared this
+    helper: ``quoted`` (diff, validate: plain words dotted, others in escaped double quotes), ``json``
+    (explain, test cases: word characters dotted, others as JSON strings) and ``dotted`` (input
+    errors: every key dotted as it is)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    text = str(key)
+    if _plain(text, style):
+        return f"{path}.{text}" if path else text
+    return f"{path}[{_bracketed(text, style)}]"
+
+
+def field_path(parts: Iterable[Any], style: KeyStyle = "quoted") -> str:
+    """``spec.resourceGroups[0].flavors`` / ``metadata.labels["kubernetes.io/arch"]``."""
+    return reduce(lambda path, key: join_field(path, key, style), parts, "")

@@ -60,6 +60,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
+from gpustack_render import k8s
+
 CASE_FILE = "case.yaml"
 EXPECTED_FILE = "expected.yaml"
 COMMANDS = ("render", "catalog", "node-patches")
@@ -243,12 +245,14 @@ def _parse_argv(argv: Sequence[str]) -> tuple[str, list[str], list[str], str | N
 def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     """Run the command :func:`command_argv` built through the pipeline in this process.
 
-    Output, diagnostics and exit code are the CLI's (``commands/common.run``): warnings as
-    ``gpustack-render: warning: …``, problems as the CLI prints them and exit 2, an unexpected
-    exception as the one-line internal error. Paths are taken relative to ``cwd``."""
+    Output, diagnostics and exit code are the CLI's: the run goes through the one error handler
+    (``cli/common.handle``), so warnings read ``gpustack-render: warning: …``, problems are printed
+    as the CLI prints them with exit 2, and an unexpected exception is the one-line internal error
+    with exit 3. Paths are taken relative to ``cwd``."""
     from gpustack_render import pipeline
+    from gpustack_render.cli.common import handle, warning_text
     from gpustack_render.emit import format_objects
-    from gpustack_render.errors import EXIT_USAGE, PROG, UserError
+    from gpustack_render.errors import EXIT_USAGE, PROG
     from gpustack_render.yamlio import dump_json, dump_yaml
 
     command, snapshots, sets, rules, fmt = _parse_argv(argv)
@@ -258,33 +262,28 @@ def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
         return path if here or Path(path).is_absolute() or path == "-" else str(Path(cwd) / path)
 
     err: list[str] = []
-    ctx = None
+    state: dict[str, Any] = {"out": ""}
 
-    def warnings() -> None:
-        if ctx is not None:
-            err.extend(f"{PROG}: warning: {w}" for w in ctx.diagnostics.warnings)
-
-    try:
-        ctx = pipeline.prepare([at(p) for p in snapshots], sets, Path(at(rules)) if rules else None)
+    def body() -> int | None:
+        ctx = state["ctx"] = pipeline.prepare([at(p) for p in snapshots], sets, Path(at(rules)) if rules else None)
         if command == "render":
-            out = format_objects(pipeline.render_objects(ctx, None), fmt)
+            state["out"] = format_objects(pipeline.render_objects(ctx, None), fmt)
         elif command == "catalog":
             listing = pipeline.render_catalog(ctx, None)
-            out = dump_json(listing) if fmt == "json" else dump_yaml(listing)
+            state["out"] = dump_json(listing) if fmt == "json" else dump_yaml(listing)
         elif command == "node-patches":
             entries = pipeline.node_patches(ctx)
-            out = dump_json(entries) if fmt == "json" else (dump_yaml(entries) if entries else "[]\n")
+            state["out"] = dump_json(entries) if fmt == "json" else (dump_yaml(entries) if entries else "[]\n")
         else:
-            return EXIT_USAGE, "", f"{PROG}: error: unknown command {command!r}\n"
-    except UserError as error:
-        warnings()
-        err.extend(p.format() if p.compiler_style else f"{PROG}: {p.format()}" for p in error.problems)
-        return EXIT_USAGE, "", "".join(line + "\n" for line in err)
-    except Exception as error:  # a bug, reported like the CLI does (and so never a passing case)
-        return EXIT_USAGE, "", (f"{PROG}: error: internal error: {type(error).__name__}: {error} "
-                                f"(run with --debug for a traceback and please report it)\n")
-    warnings()
-    return 0, out, "".join(line + "\n" for line in err)
+            state["unknown"] = True
+            return EXIT_USAGE
+        return None
+
+    code, finished = handle(body, lambda: state["ctx"].diagnostics if "ctx" in state else None,
+                            err.append, lambda warning: err.append(warning_text(warning)))
+    if state.get("unknown"):
+        return EXIT_USAGE, "", f"{PROG}: error: unknown command {command!r}\n"
+    return code, state["out"] if finished else "", "".join(line + "\n" for line in err)
 
 
 @dataclass
@@ -400,8 +399,7 @@ def identity(obj: Any) -> tuple[str, str, str, str] | None:
     name, namespace = meta.get("name"), meta.get("namespace", "")
     if not isinstance(name, str) or not isinstance(namespace, str):
         return None
-    group = api.rpartition("/")[0] if "/" in api else ""
-    return group, kind, namespace, name
+    return k8s.identity(obj)
 
 
 def describe(key: tuple[str, str, str, str]) -> str:
@@ -434,12 +432,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _join(path: str, key: Any) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    text = str(key)
-    if text and all(c.isalnum() or c == "_" for c in text):
-        return f"{path}.{text}" if path else text
-    return f"{path}[{json.dumps(text)}]"
+    return k8s.join_field(path, key, "json")
 
 
 def diff_values(expected: Any, actual: Any, path: str = "") -> list[str]:

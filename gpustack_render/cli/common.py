@@ -19,33 +19,44 @@ VERBOSITY = {"level": 0}
 ALLOW_EMPTY = {"on": False}
 
 
+def handle(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None],
+           echo: Callable[[str], None], warn: Callable[[str], None]) -> tuple[int, bool]:
+    """The one error handler, for every command and the in-process case runner: user errors become
+    their one-line problems (exit 2), a bug one line asking for a report (exit 3, the traceback
+    with ``--debug``). Returns the exit code and whether the action ran to its end; lines go to
+    ``echo`` and the diagnostics' warnings to ``warn``, so a caller can collect them."""
+    try:
+        code = action() or 0
+    except UserError as err:
+        _flush(diagnostics(), warn)
+        for problem in err.problems:
+            echo(problem.format() if problem.compiler_style else f"{PROG}: {problem.format()}")
+        return EXIT_USAGE, False
+    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as err:  # a bug: one line, traceback only with --debug
+        if DEBUG["on"]:
+            traceback.print_exc()
+        echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
+             f"(run with --debug for a traceback and please report it)")
+        return EXIT_INTERNAL, False
+    _flush(diagnostics(), warn)
+    return code, True
+
+
 def run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None] = lambda: None) -> None:
-    """The one error handler: user errors become their one-line problems (exit 2), a bug one line
-    asking for a report (exit 3, the traceback with ``--debug``), a closed stdout a quiet end."""
+    """A command's end through :func:`handle`, as an exit; a closed stdout is a quiet end."""
     # A snapshot is one large, acyclic object graph that lives for the whole (short) run: the
     # cyclic collector would rescan it on every generation-2 pass and triple the run time.
     gc.disable()
     try:
-        code = action() or 0
-    except UserError as err:
-        flush_warnings(diagnostics())
-        for problem in err.problems:
-            click.echo(problem.format() if problem.compiler_style else f"{PROG}: {problem.format()}", err=True)
-        sys.exit(EXIT_USAGE)
-    except (click.exceptions.Exit, click.ClickException, SystemExit):
-        raise
+        code, finished = handle(action, diagnostics, lambda line: click.echo(line, err=True), warn_line)
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:
         _closed_stdout()
-    except Exception as err:  # a bug: one line, traceback only with --debug
-        if DEBUG["on"]:
-            traceback.print_exc()
-        click.echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
-                   f"(run with --debug for a traceback and please report it)", err=True)
-        sys.exit(EXIT_INTERNAL)
-    flush_warnings(diagnostics())
-    report_timings()
+    if finished:
+        report_timings()
     sys.exit(code)
 
 
@@ -74,10 +85,14 @@ def verbose() -> bool:
     return VERBOSITY["level"] > 0
 
 
+def warning_text(text: str) -> str:
+    return f"{PROG}: warning: {text}"
+
+
 def warn_line(text: str) -> None:
     """One diagnostic line on stderr (``gpustack-render: warning: …``); silenced by ``-q``."""
     if not quiet():
-        click.echo(f"{PROG}: warning: {text}", err=True)
+        click.echo(warning_text(text), err=True)
 
 
 def note_line(text: str) -> None:
@@ -93,8 +108,12 @@ def info_line(text: str) -> None:
 
 
 def flush_warnings(diag: Diagnostics | None) -> None:
+    _flush(diag, warn_line)
+
+
+def _flush(diag: Diagnostics | None, warn: Callable[[str], None]) -> None:
     for warning in diag.warnings if diag else []:
-        warn_line(warning)
+        warn(warning)
 
 
 def report_timings() -> None:

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from gpustack_render.rules import schema
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.snapshot.manifests import Key, field_path, identity, label
+from gpustack_render.k8s import Key, field_path, identity, label
 from gpustack_render.k8s import format_decimal_si
 
 Path_ = tuple[str, ...]

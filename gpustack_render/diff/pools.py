@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from gpustack_render.diff import DiffPolicy
 from gpustack_render.views.graph import queue_quota
-from gpustack_render.snapshot.manifests import Key, identity
+from gpustack_render.k8s import Key, identity
 
 QUEUE_KIND = "ClusterQueue"
 FLAVOR_KIND = "ResourceFlavor"

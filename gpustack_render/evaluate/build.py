@@ -10,8 +10,8 @@ from gpustack_render.errors import Diagnostics, Problem, UserError
 from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
                                             build_pools, build_topologies, derive_instance_types)
 from gpustack_render.evaluate.flavors import FlavorBuilder
-from gpustack_render.evaluate.capacity import valid_qualified_name
-from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeEvaluator, NodeFacts, valid_label_value
+from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeEvaluator, NodeFacts
+from gpustack_render.k8s import valid_label_value, valid_qualified_name
 from gpustack_render.snapshot.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
 from gpustack_render.evaluate.presets import PresetMatcher

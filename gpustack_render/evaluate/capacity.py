@@ -6,7 +6,6 @@ predicate out. The patch itself is computed in :mod:`gpustack_render.emit.patche
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -15,18 +14,9 @@ from typing import Mapping
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import NodeFacts
-from gpustack_render.k8s import QuantityError, memory_label_mib
+from gpustack_render.k8s import QuantityError, memory_label_mib, valid_qualified_name
 from gpustack_render.rules import CapacityFamilyRule, ManufacturerRule, Rules
 from gpustack_render.rules.schema import FitPopulations
-
-_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def valid_qualified_name(key: str) -> bool:
-    prefix, _, name = key.rpartition("/")
-    return bool(_QUALIFIED.match(key)) and len(name) <= 63 and len(prefix) <= 253 and key.count("/") <= 1
-
 
 @dataclass
 class _Tally:

@@ -13,7 +13,7 @@ from typing import Mapping
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
 from gpustack_render.evaluate.names import NameNormaliser
-from gpustack_render.k8s import fnv1a64_hex, quantity_ceil
+from gpustack_render.k8s import LABEL_NAME, fnv1a64_hex, quantity_ceil, valid_label_value
 from gpustack_render.rules import Rules
 
 GENERAL_PREFIX = "general.feature.gpustack.ai/"
@@ -21,12 +21,6 @@ ACCELERATABLE_LABEL = "feature.gpustack.ai/acceleratable"
 PROFILE_LABEL = "topology.gpustack.ai/profile"
 OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"
 _PROFILE_RE = re.compile(r"^fnv64-[0-9a-f]{16}$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def valid_label_value(value: str) -> bool:
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
 def profile_of_levels(levels: tuple[str, ...] | list[str]) -> str:
@@ -111,7 +105,7 @@ class NodeEvaluator:
         annotations = meta.annotations or {}
         label = f"Node/{meta.name}"
         gkey = self.gkey(labels, annotations)
-        if len(gkey) > self.rules.normalisation.gKey.maxLength or not _LABEL_NAME.match(gkey):
+        if len(gkey) > self.rules.normalisation.gKey.maxLength or not LABEL_NAME.match(gkey):
             problems.append(Problem(f"derived CPU key '{gkey}' is not a valid label name of at most "
                                     f"{self.rules.normalisation.gKey.maxLength} characters", obj=label,
                                     path="metadata.labels"))

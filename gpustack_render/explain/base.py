@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
 from gpustack_render.evaluate.build import Evaluation
+from gpustack_render.k8s import field_path
 from gpustack_render.rules import Rules, schema
 from gpustack_render.snapshot import Snapshot
 
@@ -39,19 +40,6 @@ def show_path(text: str) -> str:
     except (ValueError, OSError):
         pass
     return f"{file}{sep}{line}"
-
-
-def json_path(path: Path_) -> str:
-    """``metadata.labels["kubernetes.io/os"]``, ``spec.resourceGroups[0]``."""
-    out = ""
-    for key in path:
-        if isinstance(key, int):
-            out += f"[{key}]"
-        elif key and all(c.isalnum() or c == "_" for c in key):
-            out += f".{key}" if out else key
-        else:
-            out += f"[{json.dumps(key)}]"
-    return out
 
 
 def show(value: Any) -> str:
@@ -218,7 +206,7 @@ class Explainer:
                 if path[:cut] in provenance:
                     origins = provenance[path[:cut]]
                     break
-            report.fields.append((json_path(path), value, list(origins) if origins else fallback))
+            report.fields.append((field_path(path, "json"), value, list(origins) if origins else fallback))
 
 
 def _leaves(value: Any, path: Path_) -> Iterable[tuple[Path_, Any]]:

@@ -11,8 +11,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpustack_render.evaluate.capacity import valid_qualified_name
 from gpustack_render.evaluate.plan import Plan
+from gpustack_render.k8s import valid_qualified_name
 from gpustack_render.pin.workloads import REQUIRED, WorkloadInput
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.k8s import field_path
 from gpustack_render.pin.demand import (Container, Demand, Loc, Report, ResourceClassifier, merge_resources,
                                         podset_demand)
 from gpustack_render.snapshot import RAW_ONLY_KINDS, locate_line, read_documents
@@ -120,13 +121,6 @@ def _label(obj: dict[str, Any]) -> str:
     return f"{kind}/{namespace}/{name}" if isinstance(namespace, str) and namespace else f"{kind}/{name}"
 
 
-def _path(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 @dataclass
 class _Reporter:
     """Records a problem of one Workload, with the line of the field when the file can tell."""
@@ -138,7 +132,7 @@ class _Reporter:
 
     def __call__(self, message: str, loc: Loc) -> None:
         line = locate_line(self.file, WORKLOAD_KIND, self.name, loc)
-        self.problems.append(Problem(message, file=self.file, line=line, obj=self.obj, path=_path(loc)))
+        self.problems.append(Problem(message, file=self.file, line=line, obj=self.obj, path=field_path(loc, "dotted")))
 
 
 def _check(obj: Any, file: str, classifier: ResourceClassifier, problems: list[Problem]) -> WorkloadInput | None:

@@ -17,6 +17,7 @@ from jinja2 import FileSystemLoader, StrictUndefined, Template, TemplateError, T
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
+from gpustack_render.k8s import identity
 from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.sandbox import BoundedSandbox, time_budget
@@ -131,13 +132,6 @@ def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> lis
         return [Problem(f"{kind} is cluster-scoped; the template renders metadata.namespace {namespace!r}",
                         file=path, obj=label, path="metadata.namespace")]
     return []
-
-
-def identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(API group, kind, namespace, name): what the API server keys an object by."""
-    meta = obj.get("metadata") or {}
-    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
-    return group, str(obj.get("kind") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _check_unique(objects: Sequence[dict[str, Any]], items: Sequence[Any], path: str) -> None:

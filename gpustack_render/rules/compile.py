@@ -8,16 +8,13 @@ from typing import Any, Callable
 
 from gpustack_render.rules import schema
 from gpustack_render.errors import did_you_mean
+from gpustack_render.k8s import QUALIFIED_KEY, label_value, qualified_name
 from gpustack_render.rules.expressions import Arithmetic, NameFormat, always, compile_condition
 from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, LIFECYCLE_FACTS, CapacityFamilyRule,
                                    LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule, CPU_FLAVOR_FIELDS,
                                    HOSTNAME_LEVEL, NODE_FACTS,
                                    QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
                                    KindMetadata, ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
-
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
 
 def _cruft_step(step: Any) -> Callable[[str], str]:
     if isinstance(step, schema.CutAt):
@@ -59,7 +56,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         if item.name in manufacturers:
             c.fail("Manufacturers", ("items", i, "name"), f"duplicate manufacturer '{item.name}'")
             continue
-        if not _RESOURCE_NAME.match(item.resourceBase) or "/" not in item.resourceBase:
+        if not QUALIFIED_KEY.match(item.resourceBase) or "/" not in item.resourceBase:
             c.fail("Manufacturers", ("items", i, "resourceBase"),
                    f"'{item.resourceBase}' is not a valid extended resource name (domain/name)")
         rewrites = tuple(
@@ -321,7 +318,6 @@ def compile_output(c: _Compiler, output: schema.OutputRules) -> dict[str, KindMe
     """rules/output.yaml: only kinds the renderer writes (a typo would add nothing, silently), keys
     and values the API server accepts (checked here, not as a failing apply), maps sorted by key."""
     from gpustack_render.rules.schema import RENDER_KINDS
-    from gpustack_render.validate import label_value, qualified_name
     compiled: dict[str, KindMetadata] = {}
     for kind, meta in output.kinds.items():
         loc: tuple[str | int, ...] = ("kinds", kind)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.k8s import field_path, identity
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
@@ -121,20 +122,13 @@ def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
         return "document without apiVersion/kind"
     if not isinstance(name, str) or not name:
         return "document without metadata.name"
-    group = api.rpartition("/")[0] if "/" in api else ""
-    namespace = meta.get("namespace") or ""
-    return group, kind, namespace if isinstance(namespace, str) else "", name
+    group, _, namespace, _ = identity(obj)
+    # A namespace that is not a string counts as none here (the typed model reports it).
+    return group, kind, namespace if isinstance(meta.get("namespace") or "", str) else "", name
 
 
 def _object_label(kind: str, namespace: str, name: str) -> str:
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
-
-
-def _path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def _message(error: dict[str, Any]) -> str:
@@ -247,7 +241,7 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
             for e in err.errors():
                 loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
                 line = locate_line(source.file, kind, name, loc)
-                problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=_path(loc)))
+                problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=field_path(loc, "dotted")))
             continue
         _place(snap, kind, typed, source, settings_objects, problems)
     _resolve_settings(snap, settings_objects, problems)

@@ -8,48 +8,18 @@ one line per problem), never with a traceback.
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists
 from gpustack_render.yamlio import parse_documents, read_text
 
-Key = tuple[str, str, str, str]  # (API group, kind, namespace, name)
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
 STDIN_DISPLAY = "<stdin>"  # how messages name it, as the snapshot reader does
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-def identity(obj: dict[str, Any]) -> Key:
-    """The match key of an object: apiVersion group (not version), kind, namespace, name."""
-    meta = obj.get("metadata") or {}
-    api = str(obj.get("apiVersion") or "")
-    return api.rpartition("/")[0], str(obj.get("kind") or ""), str(meta.get("namespace") or ""), \
-        str(meta.get("name") or "")
-
-
-def label(key: Key) -> str:
-    """``Kind/name`` or ``Kind/namespace/name``, as every message of the tool names objects."""
-    _, kind, namespace, name = key
-    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
-
-
-def field_path(parts: Iterable[Any]) -> str:
-    """``spec.resourceGroups[0].flavors`` / ``metadata.labels["kubernetes.io/arch"]``: dotted where
-    the key is a plain word, bracketed and quoted where it holds dots or slashes."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _PLAIN_KEY.match(str(part)):
-            out += f".{part}" if out else str(part)
-        else:
-            out += '["' + str(part).replace("\\", "\\\\").replace('"', '\\"') + '"]'
-    return out
 
 
 def _files(path: Path) -> list[Path]:

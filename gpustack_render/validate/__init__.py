@@ -19,12 +19,11 @@ Three layers, each one line per problem (``Kind/name: field.path: message``):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 from gpustack_render.validate.crd_schema import BLOCKING_VALIDATORS, Crds, describe
-from gpustack_render.snapshot.manifests import field_path, identity, label
+from gpustack_render.k8s import dns_label, dns_subdomain, field_path, identity, label, label_value, qualified_name
 
 KUEUE = "kueue.x-k8s.io"
 MAX_ANNOTATIONS_BYTES = 256 * 1024  # TotalAnnotationSizeLimitB in apimachinery
@@ -32,49 +31,6 @@ MAX_ANNOTATIONS_BYTES = 256 * 1024  # TotalAnnotationSizeLimitB in apimachinery
 LABEL_NAMED_KINDS = frozenset({"LocalQueue", "Namespace"})
 # Label maps inside spec that become Node labels or node selectors: same grammar as metadata.labels.
 SPEC_LABEL_MAPS = {"NodeFeature": ("spec", "labels"), "ResourceFlavor": ("spec", "nodeLabels")}
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
-
-
-def dns_label(value: str) -> str | None:
-    if len(value) > 63:
-        return f"{value!r} is longer than 63 characters (DNS-1123 label)"
-    return None if _DNS_LABEL.match(value) else \
-        f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', alphanumeric at both ends)"
-
-
-def dns_subdomain(value: str) -> str | None:
-    if len(value) > 253:
-        return f"{value!r} is longer than 253 characters (DNS-1123 subdomain)"
-    return None if _DNS_SUBDOMAIN.match(value) else \
-        f"{value!r} is not a DNS-1123 subdomain (lower-case alphanumerics, '-' and '.', alphanumeric at both ends)"
-
-
-def qualified_name(key: str) -> str | None:
-    """Label and annotation keys: ``[prefix/]name``, prefix a DNS subdomain, name 63 characters."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and not prefix:
-        return f"key {key!r} has an empty prefix"
-    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return f"key {key!r}: prefix is not a DNS-1123 subdomain of at most 253 characters"
-    if not name or len(name) > 63:
-        return f"key {key!r}: name part must be 1-63 characters"
-    if not _QUALIFIED_NAME.match(name):
-        return f"key {key!r}: name part must be alphanumerics, '-', '_' or '.', alphanumeric at both ends"
-    return None
-
-
-def label_value(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"value must be a string, got {value!r}"
-    if len(value) > 63:
-        return f"value {value!r} is longer than 63 characters"
-    return None if _LABEL_VALUE.match(value) else \
-        f"value {value!r} must be alphanumerics, '-', '_' or '.', alphanumeric at both ends"
-
 
 Issue = tuple[list[Any], str]
 
