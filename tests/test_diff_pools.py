@@ -243,10 +243,11 @@ def test_pool_table_changed_rows_first_with_before_and_after(tmp_path: Path, con
 
 
 def test_after_counts_use_the_converged_labels(tmp_path: Path) -> None:
-    """In the raw demo no Node carries the flavor labels yet (before: 0); after counts what the
-    rendered NodeFeatures will give them."""
+    """In the raw demo no Node carries the flavor labels yet; after counts what the rendered
+    NodeFeatures will give them, and before what the current NodeFeatures give them: a previous
+    render without NodeFeatures counts no Node."""
     desired = render(DEMO)
-    previous = copy.deepcopy(desired)
+    previous = [o for o in copy.deepcopy(desired) if o["kind"] != "NodeFeature"]
     find(previous, "ClusterQueue", CQ_T4)["spec"]["stopPolicy"] = "Hold"
     result = cli("diff", DEMO, "--against", write(tmp_path / "prev.yaml", previous), "--format", "markdown")
     converged = {f.name: f.converged for f in _context(str(DEMO)).evaluation.node_facts}
@@ -255,6 +256,23 @@ def test_after_counts_use_the_converged_labels(tmp_path: Path) -> None:
     assert expected > 0
     t4 = next(r for r in _pool_rows(result.stdout) if r[0] == f"`{CQ_T4}`")
     assert t4[2] == f"0 → {expected}"
+
+
+def test_before_counts_apply_the_current_node_features(tmp_path: Path) -> None:
+    """A rules change that leaves the Nodes alone: the previous render's NodeFeatures (never applied
+    to the raw demo's Nodes) give the Nodes the same flavor labels, so the Node count is unchanged."""
+    desired = render(DEMO)
+    previous = copy.deepcopy(desired)
+    find(previous, "ClusterQueue", CQ_T4)["spec"]["stopPolicy"] = "Hold"
+    result = cli("diff", DEMO, "--against", write(tmp_path / "prev.yaml", previous), "--format", "markdown")
+    converged = {f.name: f.converged for f in _context(str(DEMO)).evaluation.node_facts}
+    flavors = [o for o in desired if o["kind"] == "ResourceFlavor"]
+    expected = selected(converged, flavors, find(desired, "ClusterQueue", CQ_T4))
+    rows = {r[0]: r for r in _pool_rows(result.stdout)}
+    assert rows[f"`{CQ_T4}`"][2] == str(expected)
+    assert rows[f"`{CQ_T4}`"][5] == "Hold → None"
+    unchanged = [r for name, r in rows.items() if name != f"`{CQ_T4}`"]
+    assert unchanged and all(r[1] == "—" and "→" not in r[2] for r in unchanged)
 
 
 def test_no_pool_section_when_no_queue_changes(tmp_path: Path, converged: Path) -> None:

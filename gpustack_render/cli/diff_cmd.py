@@ -67,11 +67,13 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
 
 def _pools(ctx: pipeline.Context, desired: list[dict[str, Any]], current: list[dict[str, Any]],
            policy: DiffPolicy) -> PoolComparison:
-    """The pool comparison: before with the snapshot's Node labels, after with the converged ones
-    (the labels the rendered NodeFeatures give), so the counts mean what the render means."""
-    from gpustack_render.diff.pools import compare_pools
-    before = {name: node.metadata.labels or {} for name, node in ctx.snapshot.nodes.items()}
+    """The pool comparison: before with the snapshot's Node labels as the current NodeFeatures leave
+    them, after with the converged ones (the labels the rendered NodeFeatures give), so both counts
+    mean what their render means."""
+    from gpustack_render.diff.pools import compare_pools, labels_before
+    snapshot_labels = {name: node.metadata.labels or {} for name, node in ctx.snapshot.nodes.items()}
     after = {facts.name: facts.converged for facts in ctx.evaluation.node_facts}
+    before = labels_before(snapshot_labels, after, ctx.evaluation.plan.node_features, current)
     return compare_pools(desired, current, policy, before, after)
 
 

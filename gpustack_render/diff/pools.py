@@ -122,6 +122,32 @@ class PoolComparison:
         return [row.name for row in self.rows if row.change and row.after is not None]
 
 
+def labels_before(nodes: Mapping[str, Labels], converged: Mapping[str, Labels], node_features: Iterable[Any],
+                  current: Iterable[dict[str, Any]]) -> dict[str, Labels]:
+    """Each Node's labels as the *current* objects leave them: the snapshot's labels, plus what the
+    worker sets on a Node directly (converged labels that come from neither the snapshot nor the
+    desired NodeFeature, e.g. a computed topology profile), plus the current NodeFeature's
+    ``spec.labels`` (NFD copies them onto the Node). Without this, a previous render that was never
+    applied, or a snapshot taken before NFD caught up, counts no Node in any pool "before", and a
+    rules change that leaves the Nodes alone reads as Nodes ``0 → n``. A current NodeFeature is tied
+    to its Node through the plan's NodeFeature of the same namespace and name (``node_features``:
+    items with ``namespace``, ``name``, ``node`` and ``labels``)."""
+    plan = {(nf.namespace, nf.name): nf for nf in node_features}
+    desired_nf = {nf.node: nf.labels for nf in plan.values()}
+    out: dict[str, dict[str, str]] = {}
+    for name, labels in nodes.items():
+        own = desired_nf.get(name, {})
+        direct = {k: v for k, v in converged.get(name, {}).items() if k not in labels and k not in own}
+        out[name] = {**labels, **direct}
+    for obj in current:
+        meta = obj.get("metadata") or {}
+        nf = plan.get((meta.get("namespace") or "", meta.get("name") or ""))
+        labels = (obj.get("spec") or {}).get("labels")
+        if obj.get("kind") == "NodeFeature" and nf is not None and nf.node in out and isinstance(labels, dict):
+            out[nf.node].update({str(k): str(v) for k, v in labels.items()})
+    return out
+
+
 def compare_pools(desired: Sequence[dict[str, Any]], current: Iterable[dict[str, Any]], policy: DiffPolicy,
                   before_nodes: Mapping[str, Labels], after_nodes: Mapping[str, Labels]) -> PoolComparison:
     """One row per ClusterQueue that is desired or that the tool owns now; changed rows first (each
