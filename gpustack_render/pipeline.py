@@ -65,6 +65,18 @@ def render_objects(ctx: Context, templates_dir: Path | None) -> list[dict[str, A
         return apply_output_metadata(objects, ctx.rules.output)
 
 
+def removal_warnings(ctx: Context, objects: Sequence[dict[str, Any]]) -> list[str]:
+    """``render``: warn when applying ``objects`` would remove more than half of the owned objects
+    of a kind that the snapshot shows live (a partial snapshot, or a rule edit that matches nothing)."""
+    from gpustack_render import diff
+    if ctx.rules.diff is None or not ctx.snapshot.raw:
+        return []
+    policy = diff.DiffPolicy(ctx.rules.diff)
+    current = list(ctx.snapshot.raw.values())
+    removed = diff.removed_counts(objects, current, policy, set(ctx.snapshot.raw))
+    return diff.half_removed_warnings(removed, diff.owned_counts(current, policy), "render") if removed else []
+
+
 def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
     return Renderer(templates_dir).render_catalog(ctx.evaluation.plan)
 

@@ -290,3 +290,24 @@ def test_output_dir_in_json(tmp_path: Path) -> None:
     assert sorted(listed) == sorted(p.name for p in out.iterdir() if p.name != "kustomization.yaml")
     stream = [doc for doc in yaml.safe_load_all(cli("render", DEMO)[1]) if doc]
     assert [json.loads((out / name).read_text()) for name in listed] == stream
+
+
+# --- a render that would remove most of a kind warns ---------------------------------------------
+
+def test_render_warns_when_it_would_remove_more_than_half_of_a_kind(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    shutil.copytree(DEMO, snap)
+    code, live, _ = cli("render", DEMO)
+    assert code == 0
+    (snap / "live.yaml").write_text(live)          # the snapshot shows the earlier render applied
+    assert "would be removed" not in cli("render", snap)[2]
+    rules = _rules_copy(tmp_path, "naming.yaml", '  cpu: "gpustack--{gKey}-{os}-{arch}-{count}c-{profile}"',
+                        '  cpu: "cpu--{gKey}-{os}-{arch}-{count}c-{profile}"')
+    code, _, err = cli("render", snap, "--rules", rules)
+    assert code == 0
+    cpu_flavors = [d for d in yaml.safe_load_all(live) if d and d["kind"] == "ResourceFlavor"
+                   and d["metadata"]["name"].startswith("gpustack--") and "--" not in d["metadata"]["name"][10:]]
+    owned = sum(1 for d in yaml.safe_load_all(live) if d and d["kind"] == "ResourceFlavor")
+    assert 2 * len(cpu_flavors) > owned
+    assert (f"warning: render: {len(cpu_flavors)} of {owned} owned ResourceFlavor objects would be removed "
+            "(more than half)") in err

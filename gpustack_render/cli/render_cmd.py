@@ -29,6 +29,7 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
     def action(state: dict[str, Any]) -> None:
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
+        ctx.diagnostics.extend(pipeline.removal_warnings(ctx, objects))
         with stage("write"):
             if output_dir is not None:
                 write_directory(objects, output_dir, fmt)

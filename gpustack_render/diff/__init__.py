@@ -141,6 +141,11 @@ class DiffPolicy:
             return True
         return str(meta.get("name") or "").startswith(self.prefixes) if self.prefixes else False
 
+    def removes(self, key: Key, current: Mapping[str, Any], existing: set[Key]) -> bool:
+        """Whether a current object the render lacks is a removal: owned, and not a create-only
+        object that exists (it is absent from the render because it already exists)."""
+        return self.owns(current) and not (key[:2] in self.create_only and key in existing)
+
     def desired_form(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The desired object without the always-ignored fields (a render has none: no copy then)."""
         if all(_get(obj, p) is _MISSING for p in self.always):
@@ -202,7 +207,7 @@ def compare(desired_objects: Sequence[dict[str, Any]], current_objects: Iterable
             assert want is not None
             changes.append(Change("added", key, want["apiVersion"], None, policy.desired_form(want)))
         elif want is None:
-            if policy.owns(have) and not (key[:2] in policy.create_only and key in existing):
+            if policy.removes(key, have, existing):
                 changes.append(Change("removed", key, have["apiVersion"], policy.current_form(have, None), None))
         else:
             target = policy.desired_form(want)
@@ -299,16 +304,33 @@ def owned_counts(current_objects: Iterable[dict[str, Any]], policy: DiffPolicy) 
     return {kind: len(found) for kind, found in keys.items()}
 
 
-def removal_warnings(summary: Summary, owned: Mapping[str, int]) -> list[str]:
+def removal_warnings(summary: Summary, owned: Mapping[str, int], source: str = "diff") -> list[str]:
     """A warning per kind that would lose more than half of its owned objects: the usual cause is a
     partial snapshot or a rule edit that matches nothing, and applying it would empty the cluster's
     queues or flavors."""
+    return half_removed_warnings(summary.counts["removed"], owned, source)
+
+
+def half_removed_warnings(removed_per_kind: Mapping[str, int], owned: Mapping[str, int], source: str) -> list[str]:
     out = []
-    for kind, removed in summary.counts["removed"].items():
+    for kind, removed in removed_per_kind.items():
         total = max(owned.get(kind, 0), removed)  # removed objects are owned ones: never fewer
         if 2 * removed > total:
-            out.append(f"diff: {removed} of {total} owned {kind} objects would be removed (more than half); "
+            out.append(f"{source}: {removed} of {total} owned {kind} objects would be removed (more than half); "
                        f"check the snapshot and the rules before applying")
+    return out
+
+
+def removed_counts(desired_objects: Iterable[dict[str, Any]], current_objects: Iterable[dict[str, Any]],
+                   policy: DiffPolicy, existing: set[Key]) -> dict[str, int]:
+    """Per kind, how many current objects applying the render would remove (what :func:`compare`
+    calls removed), from identities alone: cheap enough for every ``render``."""
+    desired = {identity(o) for o in desired_objects}
+    out: dict[str, int] = {}
+    for obj in current_objects:
+        key = identity(obj)
+        if policy.compared(key) and key not in desired and policy.removes(key, obj, existing):
+            out[key[1]] = out.get(key[1], 0) + 1
     return out
 
 
