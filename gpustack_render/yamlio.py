@@ -154,3 +154,185 @@ def load_yaml_text(text: str) -> Iterator[Any]:
 
 def dump_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendered templates: a fast reader for the block YAML subset templates write.
+#
+# Templates write block mappings and sequences whose values are JSON (the ``q`` filter) or short
+# plain words. Parsing 10,000 such documents with PyYAML's pure-Python constructor took a quarter
+# of a render, so that subset is read line by line here, JSON values by the C ``json`` module and
+# plain scalars through PyYAML's own resolver and constructor (so ``on``, ``0777`` or ``1:20`` read
+# exactly as libyaml reads them). Anything outside the subset (comments after values, anchors,
+# tags, block scalars, multi-line scalars, indentless sequences, YAML-only escapes, ...) raises
+# :class:`NotSimple` and the caller falls back to libyaml, which also gives the error messages.
+# ---------------------------------------------------------------------------------------------
+class NotSimple(Exception):
+    """The text is outside the subset :func:`load_simple_block` reads; use libyaml."""
+
+
+# Characters outside this set make libyaml complain or read differently (tabs, CR, BOM, controls).
+_SIMPLE_TEXT_BAD = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+                              r"|\\/|\\u[dD][89a-fA-F]")
+_PLAIN_KEY = re.compile(r"([A-Za-z0-9_.][A-Za-z0-9_./-]*):(?: |\Z)")
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.~+-][A-Za-z0-9_./~+-]*(?: [A-Za-z0-9_./~+()-]+)*\Z")
+_JSON_VALUE_START = frozenset('"{[')
+_SAFE_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_RESOLVERS: dict[Any, list[tuple[str, Any]]] = BulkLoader.yaml_implicit_resolvers
+
+
+def _no_constant(name: str) -> Any:
+    raise NotSimple(name)  # NaN/Infinity are JSON extensions YAML reads as strings
+
+
+def _yaml11_float(text: str) -> float:
+    if "e" in text or "E" in text:  # PyYAML reads 1e3 as a string, 1.0e+3 as a float: not ours to guess
+        raise NotSimple(text)
+    return float(text)
+
+
+_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_yaml11_float)
+_scan_string = json.decoder.scanstring
+
+
+@lru_cache(maxsize=1 << 14)
+def _plain(value: str) -> Any:
+    """A plain scalar as PyYAML's safe loader reads it (implicit resolution, then construction)."""
+    if value == "-" or value.startswith(("---", "...")):
+        raise NotSimple(value)
+    for tag, regexp in _RESOLVERS.get(value[0], []) + _RESOLVERS.get(None, []):
+        if regexp.match(value):
+            break
+    else:
+        return value
+    if tag == _STR_TAG:
+        return value
+    if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
+                   "tag:yaml.org,2002:null"):
+        raise NotSimple(value)  # merge keys, values, ...
+    constructor = _SAFE_CONSTRUCTOR.yaml_constructors[tag]
+    return constructor(_SAFE_CONSTRUCTOR, yaml.ScalarNode(tag, value))
+
+
+def _inline(text: str) -> Any:
+    """A value written on its key's (or dash's) line: JSON, or a plain word."""
+    if text[0] in _JSON_VALUE_START:
+        try:
+            value, end = _JSON.raw_decode(text)
+        except ValueError:
+            raise NotSimple(text) from None
+        if end != len(text):
+            raise NotSimple(text)
+        return value
+    if not _PLAIN_VALUE.match(text):
+        raise NotSimple(text)
+    return _plain(text)
+
+
+def _key(content: str) -> tuple[Any, str]:
+    """Split a mapping line into its key and what follows ``: `` (``""`` for a nested block)."""
+    if content[0] == '"':
+        try:
+            key, end = _scan_string(content, 1)
+        except ValueError:
+            raise NotSimple(content) from None
+        if content[end:end + 1] != ":" or content[end + 1:end + 2] not in ("", " "):
+            raise NotSimple(content)
+        return key, content[end + 1:].strip()
+    match = _PLAIN_KEY.match(content)
+    if match is None or match.group(1).startswith(("---", "...")):
+        raise NotSimple(content)
+    return _plain(match.group(1)), content[match.end():].strip()
+
+
+def _is_item(content: str) -> bool:
+    return content == "-" or content.startswith("- ")
+
+
+class _Block:
+    """Lines as (indent, content); a dash line's content is rewritten in place into the line of
+    its item, as if it had been written on its own line at the item's column."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: list[list[Any]] = []
+        for raw in text.split("\n"):
+            content = raw.strip(" ")
+            if content and content[0] != "#":
+                self.lines.append([len(raw) - len(raw.lstrip(" ")), content])
+        self.pos = 0
+
+    def indent(self) -> int:
+        return self.lines[self.pos][0] if self.pos < len(self.lines) else -1
+
+    def node(self, indent: int) -> Any:
+        if _is_item(self.lines[self.pos][1]):
+            return self.sequence(indent)
+        return self.mapping(indent)
+
+    def nested(self, parent: int) -> Any:
+        """The value of ``key:`` or ``-`` left empty on its line: a deeper block, else null."""
+        if self.pos < len(self.lines) and self.indent() > parent:
+            return self.node(self.indent())
+        if self.pos < len(self.lines) and self.indent() == parent and _is_item(self.lines[self.pos][1]):
+            raise NotSimple("indentless sequence")
+        return None
+
+    def after_inline(self, indent: int) -> None:
+        if self.indent() > indent:  # a continuation line (multi-line scalar) or a stray block
+            raise NotSimple("continuation")
+
+    def mapping(self, indent: int) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        while self.pos < len(self.lines) and self.indent() == indent:
+            content = self.lines[self.pos][1]
+            if _is_item(content):
+                raise NotSimple(content)
+            key, rest = _key(content)
+            self.pos += 1
+            if rest:
+                out[key] = _inline(rest)
+                self.after_inline(indent)
+            else:
+                out[key] = self.nested(indent)
+        return out
+
+    def sequence(self, indent: int) -> list[Any]:
+        out: list[Any] = []
+        while self.pos < len(self.lines) and self.indent() == indent and _is_item(self.lines[self.pos][1]):
+            line = self.lines[self.pos]
+            rest = line[1][1:]
+            stripped = rest.lstrip(" ")
+            if not stripped:
+                self.pos += 1
+                out.append(self.nested(indent))
+                continue
+            column = indent + 1 + len(rest) - len(stripped)
+            if _is_item(stripped) or _PLAIN_KEY.match(stripped) or (stripped[0] == '"' and _quoted_key(stripped)):
+                line[0], line[1] = column, stripped  # the item's first line, at its own column
+                out.append(self.node(column))
+            else:
+                self.pos += 1
+                out.append(_inline(stripped))
+                self.after_inline(indent)
+        return out
+
+
+def _quoted_key(content: str) -> bool:
+    try:
+        _key_text, end = _scan_string(content, 1)
+    except ValueError:
+        raise NotSimple(content) from None
+    return content[end:end + 1] == ":" and content[end + 1:end + 2] in ("", " ")
+
+
+def load_simple_block(text: str) -> Any:
+    """One rendered document, read as libyaml would read it, or :class:`NotSimple`."""
+    if _SIMPLE_TEXT_BAD.search(text):
+        raise NotSimple("characters")
+    block = _Block(text)
+    if not block.lines or block.lines[0][1][0] in "%":
+        raise NotSimple("empty")
+    value = block.node(block.indent())
+    if block.pos != len(block.lines):
+        raise NotSimple("trailing lines")
+    return value

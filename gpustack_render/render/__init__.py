@@ -21,7 +21,7 @@ from gpustack_render.k8s import identity
 from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.sandbox import BoundedSandbox, time_budget
-from gpustack_render.yamlio import load_yaml_text
+from gpustack_render.yamlio import NotSimple, load_simple_block, load_yaml_text
 
 CATALOG_KIND = "InstanceTypeFlavor"
 # A template pass may take this long (seconds, plus a share per object) before it is stopped.
@@ -64,15 +64,11 @@ class Renderer:
         template, path = self._templates[kind], str(self.dir / f"{kind}.yaml.j2")
         try:
             with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
-                text = "".join("---\n" + _sized(template.render(obj=item), path) + "\n" for item in items)
+                texts = [_sized(template.render(obj=item), path) for item in items]
         except TemplateError as err:
             raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
                 from None
-        try:
-            objects = [o for o in load_yaml_text(text) if o is not None]
-        except yaml.YAMLError as err:
-            raise UserError([Problem(f"template does not produce valid YAML: {str(err).splitlines()[0]}",
-                                     file=path)]) from None
+        objects = _parse_rendered(texts, path)
         if len(objects) != len(items) or not all(isinstance(o, dict) for o in objects):
             raise UserError([Problem("template must produce exactly one mapping per object", file=path)])
         problems = [p for obj, item in zip(objects, items) for p in _shape_problems(obj, item, kind, path)]
@@ -101,6 +97,21 @@ class Renderer:
     def render_catalog(self, plan: Plan) -> dict[str, Any]:
         items = sorted(self.render_kind(CATALOG_KIND, plan.catalog), key=_order_key)
         return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _parse_rendered(texts: list[str], path: str) -> list[Any]:
+    """The rendered documents as data. The block subset templates write is read by the fast
+    reader; one document outside it sends the whole kind through libyaml, as before (which also
+    words every error)."""
+    try:
+        return [load_simple_block(text) for text in texts]
+    except NotSimple:
+        pass
+    try:
+        return [o for o in load_yaml_text("".join("---\n" + text + "\n" for text in texts)) if o is not None]
+    except yaml.YAMLError as err:
+        raise UserError([Problem(f"template does not produce valid YAML: {str(err).splitlines()[0]}",
+                                 file=path)]) from None
 
 
 def _sized(text: str, path: str) -> str:
