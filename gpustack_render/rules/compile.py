@@ -9,12 +9,57 @@ from typing import Any, Callable
 from gpustack_render.rules import schema
 from gpustack_render.errors import did_you_mean
 from gpustack_render.k8s import QUALIFIED_KEY, label_value, qualified_name
-from gpustack_render.rules.expressions import Arithmetic, NameFormat, always, compile_condition
-from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, LIFECYCLE_FACTS, CapacityFamilyRule,
+from gpustack_render.rules.expressions import (Arithmetic, NameFormat, always, check_replacement,
+                                               compile_condition)
+from gpustack_render.rules import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CapacityFamilyRule,
                                    LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule, CPU_FLAVOR_FIELDS,
-                                   HOSTNAME_LEVEL, NODE_FACTS,
-                                   QUEUE_FACTS, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
-                                   KindMetadata, ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document)
+                                   HOSTNAME_LEVEL, QUOTA_VARIABLES, AdmissionCheckRule, FlavorKind,
+                                   KindMetadata, ManufacturerRule, PresetEntry, QuotaRule, Rules, _Compiler, _Document,
+                                   _position)
+
+# The engine's pool identity (evaluate/chain.py) is the flavor's accelerated flag, general and
+# accelerator group (Grouping pool, rule data) and these fields of the flavor.
+POOL_FLAVOR_FIELDS = ("os", "arch")
+# Fields a name format may leave out because another one it keeps determines them.
+DERIVED_FIELDS = {"gManu": "gKey", "manufacturer": "aKey"}
+
+
+def quota_samples(m: int) -> dict[str, tuple[Any, ...]]:
+    """Typical inputs of a queue's nominalQuota (capacity = nodes x count), probed at load."""
+    return {"capacity": (8, 1, 2, 3, 96, 1024), "count": (8, 1, 2, 3, 96), "nodes": (1, 2, 3, 100), "M": (m,)}
+
+
+def capacity_samples(m: int) -> dict[str, tuple[Any, ...]]:
+    """Typical inputs of a capacity key (per Node: logical and partitioned cards, slices, MiB of a card)."""
+    return {"L": (1, 0, 2, 8), "P": (1, 0, 7, 8), "slices": (1, 0, 4), "vram": (16384, 0, 24576, 81920),
+            "overcommit": (False, True), "M": (m,)}
+
+
+def _arithmetic(c: _Compiler, kind: str, loc: tuple[str | int, ...], source: str, allowed: set[str],
+                samples: dict[str, tuple[Any, ...]]) -> Arithmetic | None:
+    """Compile an expression, probe it on typical inputs and give it its rule position, so that a
+    failure on the snapshot's data is a rule error at file:line (exit 2), never an internal error."""
+    expr = c.at(kind, loc, lambda: Arithmetic.compile(source, allowed))
+    if expr is None:
+        return None
+    line, col = _position(c.docs[kind].data, loc)
+    located = expr.located(c.docs[kind].file, line, col, ".".join(map(str, loc)))
+    return located if c.at(kind, loc, lambda: located.probe(samples) or True) else None
+
+
+def _missing_fields(kept: set[str], required: set[str]) -> list[str]:
+    """The identity fields a name format drops (a derived field is kept by the field it comes from)."""
+    return sorted(f for f in required if f not in kept and DERIVED_FIELDS.get(f) not in kept)
+
+
+def _regex_rewrite(c: _Compiler, kind: str, loc: tuple[str | int, ...], pattern_key: str, regex: str,
+                   replacement: str) -> Any:
+    """A regex and its replacement template, both checked at load (a bad group reference too)."""
+    pattern = c.at(kind, loc + (pattern_key,), lambda: re.compile(regex))
+    if pattern is None:
+        return None
+    ok = c.at(kind, loc, lambda: check_replacement(pattern, replacement) or True)  # points at its replace
+    return (pattern, replacement) if ok else None
 
 def _cruft_step(step: Any) -> Callable[[str], str]:
     if isinstance(step, schema.CutAt):
@@ -30,6 +75,7 @@ def _cruft_step(step: Any) -> Callable[[str], str]:
         return delete
     if isinstance(step, schema.RegexReplace):
         pattern, replacement = re.compile(step.regex), step.replace
+        check_replacement(pattern, replacement)
         return lambda s: pattern.sub(replacement, s, count=1)
     return str.strip
 
@@ -45,7 +91,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     presets: schema.PresetRules = m["UnitResourcePresets"]
     queues: schema.QueueRules = m["Queues"]
 
-    def cond(kind: str, loc: tuple[str | int, ...], value: Any, facts: set[str]) -> Any:
+    def cond(kind: str, loc: tuple[str | int, ...], value: Any, facts: str | set[str]) -> Any:
         return c.at(kind, loc, lambda: compile_condition(value, facts, setting_names))
 
     def fmt(kind: str, loc: tuple[str | int, ...], value: str, allowed: set[str]) -> Any:
@@ -61,8 +107,8 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
                    f"'{item.resourceBase}' is not a valid extended resource name (domain/name)")
         rewrites = tuple(
             compiled for j, r in enumerate(item.publishProfile)
-            if (compiled := c.at("Manufacturers", ("items", i, "publishProfile", j, "match"),
-                                 lambda r=r: (re.compile(r.match), r.replace))) is not None)
+            if (compiled := _regex_rewrite(c, "Manufacturers", ("items", i, "publishProfile", j), "match",
+                                           r.match, r.replace)) is not None)
         manufacturers[item.name] = ManufacturerRule(item.name, item.resourceBase, item.partitionKind, rewrites)
 
     tiers = set(presets.tiers)
@@ -104,8 +150,9 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
             if key_field not in allowed:
                 c.fail("Grouping", ("flavor", kind_name, "key", i), f"unknown grouping field '{key_field}'",
                        did_you_mean(key_field, allowed))
-        contributes = cond("Grouping", ("flavor", kind_name, "contributes"), group.contributes, NODE_FACTS)
-        pin = cond("Grouping", ("flavor", kind_name, "pinCpuOnly"), group.pinCpuOnly, NODE_FACTS) \
+        contributes = cond("Grouping", ("flavor", kind_name, "contributes"), group.contributes,
+                           "accelerator" if kind_name == "accelerated" else "flavor")
+        pin = cond("Grouping", ("flavor", kind_name, "pinCpuOnly"), group.pinCpuOnly, "flavor") \
             if group.pinCpuOnly else None
         name = fmt("Naming", ("resourceFlavor", kind_name), getattr(naming.resourceFlavor, kind_name), allowed)
         missing = name.placeholders - set(group.key) - {"gManu", "manufacturer"} if name else set()
@@ -113,6 +160,12 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
             c.fail("Naming", ("resourceFlavor", kind_name),
                    f"placeholder(s) {', '.join(sorted(missing))} are not in the grouping key",
                    "flavors would collide: add them to Grouping flavor key")
+        dropped = _missing_fields(name.placeholders, set(group.key) & allowed) if name else []
+        if dropped:
+            c.fail("Naming", ("resourceFlavor", kind_name),
+                   f"drops grouping key field(s) {', '.join(dropped)}",
+                   "flavors of different groups would get the same name: add "
+                   + ", ".join("{" + f + "}" for f in dropped))
         flavor_kinds[kind_name] = FlavorKind(tuple(group.key), contributes, name, pin) \
             if contributes and name else None
 
@@ -135,12 +188,23 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
                                     {"gKey", "gManu"}),
                                 fmt("Grouping", ("pool", attr, "acceleratorGroup"), ident.acceleratorGroup,
                                     {"aKey"}))
+        general_fmt, accel_fmt = pool_identity[aware]
+        for accel, kind_name in ((False, "cpu"), (True, "accelerated")):
+            name_fmt = pool_name[(aware, accel)]
+            if name_fmt is None or general_fmt is None or (accel and accel_fmt is None):
+                continue
+            required = set(POOL_FLAVOR_FIELDS) | general_fmt.placeholders | (accel_fmt.placeholders if accel else set())
+            dropped = _missing_fields(name_fmt.placeholders, required)
+            if dropped:
+                c.fail("Naming", ("pool", attr, kind_name), f"drops pool identity field(s) {', '.join(dropped)}",
+                       "pools of different identities (Grouping pool." + attr + " and os, arch) would get the "
+                       "same name: add " + ", ".join("{" + f + "}" for f in dropped))
 
     id_prefix_max: dict[int, Arithmetic] = {}
     for i, source in enumerate(norm.gKey.idPrefix):
         if isinstance(source, schema.AnnotationSource):
-            expr = c.at("Normalisation", ("gKey", "idPrefix", i, "maxLength"),
-                        lambda source=source: Arithmetic.compile(source.maxLength, {"manu"}))
+            expr = _arithmetic(c, "Normalisation", ("gKey", "idPrefix", i, "maxLength"), source.maxLength,
+                               {"manu"}, {"manu": ("intel", "amd", norm.gKey.manufacturer.fallback)})
             if expr:
                 id_prefix_max[i] = expr
     cruft = []
@@ -153,14 +217,14 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     for kind_name, allowed in (("cpu", set()), ("accelerated", {"manufacturer"})):
         rule: schema.Quota = getattr(queues.quota, kind_name)
         resource = fmt("Queues", ("quota", kind_name, "resource"), rule.resource, allowed)
-        expr = c.at("Queues", ("quota", kind_name, "nominalQuota"),
-                    lambda rule=rule: Arithmetic.compile(rule.nominalQuota, QUOTA_VARIABLES))
+        expr = _arithmetic(c, "Queues", ("quota", kind_name, "nominalQuota"), rule.nominalQuota, QUOTA_VARIABLES,
+                           quota_samples(manus.unitsPerAccelerator))
         quota[kind_name] = QuotaRule(resource, expr) if resource and expr else None
     checks = []
     for i, check in enumerate(queues.admissionChecks):
         if check.name in [other.name for other in queues.admissionChecks[:i]]:
             c.fail("Queues", ("admissionChecks", i, "name"), f"duplicate admission check name '{check.name}'")
-        when = cond("Queues", ("admissionChecks", i, "when"), check.when, QUEUE_FACTS) if check.when else always
+        when = cond("Queues", ("admissionChecks", i, "when"), check.when, "queue") if check.when else always
         checks.append(AdmissionCheckRule(check.name, check.controllerName, when or always))
 
     reserved = m["Namespaces"].reserved
@@ -168,8 +232,8 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         if namespace in reserved[:i]:
             c.fail("Namespaces", ("reserved", i), f"reserved namespace '{namespace}' is listed twice")
 
-    managed_when = cond("Grouping", ("managedLabel", "stampWhen"), grouping.managedLabel.stampWhen, NODE_FACTS)
-    cpu_only_when = cond("Grouping", ("cpuOnlyLabel", "when"), grouping.cpuOnlyLabel.when, NODE_FACTS)
+    managed_when = cond("Grouping", ("managedLabel", "stampWhen"), grouping.managedLabel.stampWhen, "node")
+    cpu_only_when = cond("Grouping", ("cpuOnlyLabel", "when"), grouping.cpuOnlyLabel.when, "node")
     node_feature = fmt("Naming", ("nodeFeature",), naming.nodeFeature, {"node"})
     topology = fmt("Naming", ("topology",), naming.topology, {"profile"})
     local_queue = fmt("Naming", ("localQueue",), naming.localQueue, {"clusterQueue"})
@@ -181,8 +245,8 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
             c.fail("Capacity", loc + ("name",), f"duplicate capacity family name '{fam.name}'")
         pool = fmt("Capacity", loc + ("pool",), fam.pool, {"base"})
         keys = tuple((fmt("Capacity", loc + ("keys", j, "key"), k.key, {"base"}),
-                      c.at("Capacity", loc + ("keys", j, "value"),
-                           lambda k=k: Arithmetic.compile(k.value, CAPACITY_VARIABLES)))
+                      _arithmetic(c, "Capacity", loc + ("keys", j, "value"), k.value, CAPACITY_VARIABLES,
+                                  capacity_samples(manus.unitsPerAccelerator)))
                      for j, k in enumerate(fam.keys))
         profile_key = fmt("Capacity", loc + ("profileKey",), fam.profileKey, {"base", "kind", "profile"}) \
             if fam.profileKey else None
@@ -192,7 +256,8 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     fit_sliced = fmt("Capacity", ("fitLabels", "slicedMaxFreeUnits"), fit.slicedMaxFreeUnits, {"aKey"})
     fit_shared = fmt("Capacity", ("fitLabels", "sharedFreeCards"), fit.sharedFreeCards, {"aKey"})
     _check_fit_label_formats(c, fit, fit_sliced, fit_shared)
-    share_expr = c.at("Capacity", ("fitLabels", "shareUnits"), lambda: Arithmetic.compile(fit.shareUnits, {"M"}))
+    share_expr = _arithmetic(c, "Capacity", ("fitLabels", "shareUnits"), fit.shareUnits, {"M"},
+                             {"M": (manus.unitsPerAccelerator,)})  # probed with the one value it reads
     share_units = share_expr(M=manus.unitsPerAccelerator) if share_expr else 0
     pin_formats = _workload_fit(c, capacity.workloadFit, fmt)
     lifecycle: schema.LifecycleRules = m["Lifecycle"]
@@ -201,7 +266,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         loc = ("stopPolicy", i)
         if rule.name in [r.name for r in lifecycle.stopPolicy[:i]]:
             c.fail("Lifecycle", loc + ("name",), f"duplicate rule name '{rule.name}'")
-        when = cond("Lifecycle", loc + ("when",), rule.when, LIFECYCLE_FACTS) if rule.when else always
+        when = cond("Lifecycle", loc + ("when",), rule.when, "lifecycle") if rule.when else always
         if rule.when is None and i != len(lifecycle.stopPolicy) - 1:
             c.fail("Lifecycle", loc + ("name",), f"rule '{rule.name}' has no 'when' but is not last",
                    "the rules after it could never apply")
@@ -215,7 +280,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     save_rules = []
     for i, saved in enumerate(lifecycle.save):
         loc = ("save", i)
-        when = cond("Lifecycle", loc + ("when",), saved.when, LIFECYCLE_FACTS) if saved.when else always
+        when = cond("Lifecycle", loc + ("when",), saved.when, "lifecycle") if saved.when else always
         c.at("Lifecycle", loc + ("name",), lambda: None)  # records the rule's file:line for explain
         save_rules.append(SavedStopPolicyRule(saved.name, when or always, saved.stopPolicy,
                                               tuple(sorted(saved.annotations.items())),
@@ -223,7 +288,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     lifecycle_warnings = []
     for i, warning in enumerate(lifecycle.warnings):
         loc = ("warnings", i)
-        when = cond("Lifecycle", loc + ("when",), warning.when, LIFECYCLE_FACTS)
+        when = cond("Lifecycle", loc + ("when",), warning.when, "lifecycle")
         message = fmt("Lifecycle", loc + ("message",), warning.message, {"queue", "instanceType"})
         if when and message:
             c.at("Lifecycle", loc + ("name",), lambda: None)

@@ -2,9 +2,12 @@
 
 - :class:`NameFormat`: ``"gpustack--{gKey}-{os}"`` placeholders with optional filters
   (``{clusterQueue|fnv64a}``); placeholders and filters are closed vocabularies.
-- :class:`Arithmetic`: a sandboxed Jinja expression (``capacity * M``) under ``StrictUndefined``.
+- :class:`Arithmetic`: a sandboxed Jinja expression (``capacity * M``) under ``StrictUndefined``,
+  in the templates' :class:`~gpustack_render.render.sandbox.BoundedSandbox` (``**`` bounded).
 - :class:`CompiledCondition`: structured conditions (``fact`` / ``setting`` / ``all`` / ``any`` /
-  ``not``) turned into plain closures, because they run per Node on 10,000-node snapshots.
+  ``not``) turned into plain closures, because they run per Node on 10,000-node snapshots. Every
+  fact a condition may name is declared once in :data:`FACTS`, with its type, where it is known and
+  what it means, so that a condition that does not fit its fact is a load error, never a crash.
 """
 
 from __future__ import annotations
@@ -12,15 +15,14 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, meta
-from jinja2.exceptions import SecurityError, UndefinedError
-from jinja2.sandbox import SandboxedEnvironment
 
-from gpustack_render.rules import schema
-from gpustack_render.errors import did_you_mean
+from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.k8s import fnv1a64_hex
+from gpustack_render.render.sandbox import BoundedSandbox
+from gpustack_render.rules import schema
 
 
 class RuleMeaningError(ValueError):
@@ -82,26 +84,70 @@ class NameFormat:
         return cls(source, tuple(parts))
 
 
-_SANDBOX = SandboxedEnvironment(undefined=StrictUndefined)
+_SANDBOX = BoundedSandbox(undefined=StrictUndefined)
+# A result must fit a Kubernetes quantity or label value as the API server reads it (int64).
+MAX_RESULT = 2 ** 63 - 1
+
+
+class ArithmeticFailure(ValueError):
+    """An expression failed on its input values (the rule's fault, never the renderer's)."""
 
 
 @dataclass(frozen=True)
 class Arithmetic:
-    """A sandboxed Jinja expression evaluated to an integer."""
+    """A sandboxed Jinja expression evaluated to a whole number.
+
+    ``where`` is the rule's position (file, line, column, rule path), set once compiled, so that an
+    expression that fails on the snapshot's data is reported as a rule error naming the rule file,
+    the expression and its input values (exit 2), never as an internal error."""
 
     source: str
     _fn: Callable[..., Any]
+    names: frozenset[str] = frozenset()
+    where: tuple[str, int | None, int | None, str] = ("", None, None, "")
+
+    def evaluate(self, **values: Any) -> int:
+        """The whole-number result, or :class:`ArithmeticFailure` saying why there is none."""
+        try:
+            result = self._fn(**values)
+        except Exception as err:  # sandboxed admin input: whatever it raises is the rule's fault
+            raise ArithmeticFailure(f"failed: {err or type(err).__name__}") from None
+        if isinstance(result, float) and result.is_integer():
+            result = int(result)
+        if isinstance(result, bool) or not isinstance(result, int):
+            raise ArithmeticFailure(f"gave {result!r}, not a whole number")
+        if abs(result) > MAX_RESULT:
+            raise ArithmeticFailure(f"gave a number of {result.bit_length()} bits, over the int64 range of "
+                                    f"a Kubernetes quantity")
+        return result
 
     def __call__(self, **values: Any) -> int:
         try:
-            result = self._fn(**values)
-        except (UndefinedError, SecurityError, TypeError, ArithmeticError) as err:
-            raise ValueError(f"expression '{self.source}' failed: {err}") from None
-        if isinstance(result, bool) or not isinstance(result, int):
-            if isinstance(result, float) and result.is_integer():
-                return int(result)
-            raise ValueError(f"expression '{self.source}' gave {result!r}, not a whole number")
-        return result
+            return self.evaluate(**values)
+        except ArithmeticFailure as err:
+            file, line, column, path = self.where
+            raise UserError([Problem(f"expression '{self.source}' {err} for {show_values(values, self.names)}",
+                                     file=file, line=line, column=column, path=path,
+                                     compiler_style=True)]) from None
+
+    def located(self, file: str, line: int | None, column: int | None, path: str) -> "Arithmetic":
+        return Arithmetic(self.source, self._fn, self.names, (file, line, column, path))
+
+    def probe(self, samples: Mapping[str, tuple[Any, ...]]) -> None:
+        """Evaluate on sample inputs at load (``lint``): the base sample (first value of each
+        variable), then each variable through its samples with the others at their base. An
+        expression that fails on a typical input (``L * vram / 3``, ``capacity / 0``, ``P ** M``)
+        is a rule error at its file:line, not a failing render later."""
+        used = sorted(self.names)
+        base = {name: samples[name][0] for name in used}
+        cases = [base] + [dict(base, **{name: value}) for name in used for value in samples[name][1:]]
+        for values in cases:
+            try:
+                self.evaluate(**values)
+            except ArithmeticFailure as err:
+                raise RuleMeaningError(f"expression '{self.source}' {err} for {show_values(values, self.names)}",
+                                       "sample input values; the expression must give a whole number for "
+                                       "every input") from None
 
     @classmethod
     def compile(cls, source: str, allowed: set[str]) -> "Arithmetic":
@@ -113,7 +159,95 @@ class Arithmetic:
         for name in sorted(names - allowed):
             raise RuleMeaningError(f"unknown variable '{name}' in expression",
                                    did_you_mean(name, allowed) or f"allowed: {', '.join(sorted(allowed))}")
-        return cls(source, fn)
+        return cls(source, fn, frozenset(names))
+
+
+def show_values(values: Mapping[str, Any], names: frozenset[str] | set[str]) -> str:
+    """``L=1, vram=16384``: the inputs an expression read (all of them when it reads none)."""
+    shown = [f"{k}={values[k]!r}" for k in sorted(values) if k in names] or \
+        [f"{k}={v!r}" for k, v in sorted(values.items())]
+    return ", ".join(shown) or "no input"
+
+
+def check_replacement(pattern: re.Pattern[str], replacement: str) -> None:
+    r"""A regex ``replace`` is a template: ``\9`` or ``\g<name>`` that the pattern has no group for
+    would fail on the first match. Python checks the template without a match, so check it at load."""
+    try:
+        pattern.sub(replacement, "")
+    except (re.error, IndexError) as err:
+        raise RuleMeaningError(f"invalid replacement for this regex: {err}",
+                               f"the regex has {pattern.groups} group(s)"
+                               + (f" named {', '.join(sorted(pattern.groupindex))}" if pattern.groupindex
+                                  else ""), ("replace",)) from None
+
+
+# --- facts ----------------------------------------------------------------------------------------
+
+FactType = Literal["bool", "int", "str"]
+
+# Where conditions are read, and so which facts exist there (the engine computes them per place).
+SCOPES: dict[str, str] = {
+    "node": "Grouping managedLabel.stampWhen and cpuOnlyLabel.when (before the Node's managed state is known)",
+    "flavor": "Grouping flavor.cpu.contributes and flavor.*.pinCpuOnly",
+    "accelerator": "Grouping flavor.accelerated.contributes (once per accelerator key of the Node)",
+    "queue": "Queues admissionChecks[].when",
+    "lifecycle": "Lifecycle stopPolicy[].when, save[].when and warnings[].when",
+}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact a condition may name: its type, where it is known, and what it means (docs/rules.md)."""
+
+    name: str
+    type: FactType
+    scopes: frozenset[str]
+    meaning: str
+    values: tuple[str, ...] = ()  # a str fact's possible values ("" included); () = any text
+
+    def describe_type(self) -> str:
+        if self.type == "str" and self.values:
+            return "one of " + ", ".join(f'"{v}"' for v in self.values)
+        return {"bool": "true/false", "int": "whole number", "str": "text"}[self.type]
+
+
+_NODE = frozenset({"node", "flavor", "accelerator"})
+_MANAGED = frozenset({"flavor", "accelerator"})
+_LIFE = frozenset({"lifecycle"})
+STOP_POLICIES = ("", "None", "Hold", "HoldAndDrain")
+
+FACTS: dict[str, Fact] = {f.name: f for f in (
+    Fact("hasAccelerator", "bool", _NODE, "the Node shows an accelerator: the acceleratable label is true or it "
+         "has an accelerator key label"),
+    Fact("cpuCount", "int", _NODE, "the Node's status.capacity.cpu, rounded up (0 when absent)"),
+    Fact("managed", "bool", _MANAGED, "the Node's converged managed label (after the NodeFeature stamp) is true"),
+    Fact("hasOsArch", "bool", _MANAGED, "the Node has both an os and an arch label"),
+    Fact("acceleratorCount", "int", frozenset({"accelerator"}),
+         "the cards of this accelerator key (its .count label; 0 when absent or not a number)"),
+    Fact("acceleratable", "bool", frozenset({"queue", "lifecycle"}), "the pool is an accelerated one"),
+    Fact("queueExists", "bool", _LIFE, "the snapshot has the ClusterQueue"),
+    Fact("queueDeleting", "bool", _LIFE, "the snapshot's ClusterQueue has a deletionTimestamp"),
+    Fact("instanceTypeDeleting", "bool", _LIFE, "the pool's InstanceType is being deleted"),
+    Fact("inactive", "bool", _LIFE, "the pool's InstanceType has spec.inactive: true"),
+    Fact("noFlavors", "bool", _LIFE, "no rendered flavor selects the pool"),
+    Fact("hasGroups", "bool", _LIFE, "the plan has resource groups (rendered flavors or groups kept from the "
+         "snapshot)"),
+    Fact("carriesQuota", "bool", _LIFE, "the snapshot's ClusterQueue has a nominalQuota above 0"),
+    Fact("currentStopPolicy", "str", _LIFE, "the snapshot's ClusterQueue spec.stopPolicy (\"\" when none)",
+         STOP_POLICIES),
+    Fact("drained", "bool", _LIFE, "currentStopPolicy is HoldAndDrain"),
+    Fact("adminStopped", "bool", _LIFE, "currentStopPolicy is Hold or HoldAndDrain and the queue carries no "
+         "renderer marker"),
+    Fact("hasWorkloads", "bool", _LIFE, "the queue's status shows reserving or admitted workloads"),
+    Fact("savedStopPolicy", "str", _LIFE, "the savedStopPolicy marker's value on the queue (\"\" when none)"),
+    Fact("inactiveHeld", "bool", _LIFE, "the queue carries the inactiveHold marker"),
+    Fact("planRefused", "bool", _LIFE, "flavors are selected but the plan is refused"),
+)}
+
+
+def facts_in(scope: str) -> set[str]:
+    """The fact names known where conditions of ``scope`` are read."""
+    return {name for name, fact in FACTS.items() if scope in fact.scopes}
 
 
 Facts = Mapping[str, Any]
@@ -124,22 +258,63 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "Gt": operator.gt, "Ge": operator.ge, "Lt": operator.lt, "Le": operator.le,
     "Eq": operator.eq, "Ne": operator.ne,
 }
+_ORDERING = ("Gt", "Ge", "Lt", "Le")
 
 
-def compile_condition(cond: schema.Condition, facts: set[str], settings: set[str],
+def _value_type(value: Any) -> FactType:
+    return "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "str"
+
+
+def _check_fact(cond: schema.FactCondition, fact: Fact, subpath: tuple[str | int, ...]) -> None:
+    """The operator and value must fit the fact's type: a mismatch would be a TypeError per Node
+    (``cpuCount Gt "0"``) or a condition that can never hold (``currentStopPolicy Eq Hld``)."""
+    if cond.operator is None:
+        return
+    if cond.operator in _ORDERING and fact.type != "int":
+        raise RuleMeaningError(f"operator {cond.operator} does not fit fact '{fact.name}' ({fact.describe_type()})",
+                               "use Eq or Ne" if fact.type == "str" else
+                               f"write {{fact: {fact.name}}} or {{not: {{fact: {fact.name}}}}}",
+                               subpath + ("operator",))
+    value = cond.value
+    if _value_type(value) != fact.type:
+        hint = ""
+        if fact.type == "int" and isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+            hint = f"write {value.strip()} without quotes"
+        elif fact.type == "bool" and isinstance(value, str) and value.lower() in ("true", "false"):
+            hint = f"write {value.lower()} without quotes"
+        elif fact.type == "str" and not isinstance(value, str):
+            hint = f'quote it: "{str(value).lower() if isinstance(value, bool) else value}"'
+        raise RuleMeaningError(f"value {value!r} does not fit fact '{fact.name}' ({fact.describe_type()})", hint,
+                               subpath + ("value",))
+    if fact.values and value not in fact.values:
+        raise RuleMeaningError(f"value {value!r} is not a possible value of fact '{fact.name}' "
+                               f"({fact.describe_type()})", did_you_mean(str(value), [v for v in fact.values if v]),
+                               subpath + ("value",))
+
+
+def compile_condition(cond: schema.Condition, scope: str | set[str], settings: set[str],
                       subpath: tuple[str | int, ...] = ()) -> CompiledCondition:
-    """Compile a validated condition; unknown fact or setting names raise with their sub-path."""
+    """Compile a validated condition read in ``scope`` (a key of :data:`SCOPES`, or the fact names
+    themselves: an empty set for a condition over settings only); an unknown fact or setting, or an
+    operator or value that does not fit the fact, raises with its sub-path."""
+    facts = facts_in(scope) if isinstance(scope, str) else set(scope)
     if isinstance(cond, schema.FactCondition):
         name = cond.fact
         if name not in facts:
-            raise RuleMeaningError(f"unknown fact '{name}'", did_you_mean(name, facts) or
-                                   f"allowed: {', '.join(sorted(facts))}", subpath + ("fact",))
+            if name in FACTS and facts:
+                raise RuleMeaningError(f"fact '{name}' is not known here", f"known here: {', '.join(sorted(facts))}",
+                                       subpath + ("fact",))
+            raise RuleMeaningError(f"unknown fact '{name}'", did_you_mean(name, facts) or (
+                f"allowed: {', '.join(sorted(facts))}" if facts else "only settings are known here"),
+                subpath + ("fact",))
         if cond.operator is None:
             if cond.value is not None:
                 raise RuleMeaningError("'value' needs an 'operator'", subpath=subpath + ("value",))
             return lambda f, s: bool(f[name])
         if cond.value is None:
             raise RuleMeaningError(f"operator {cond.operator} needs a 'value'", subpath=subpath)
+        if name in FACTS:
+            _check_fact(cond, FACTS[name], subpath)
         op, value = _OPERATORS[cond.operator], cond.value
         return lambda f, s: op(f[name], value)
     if isinstance(cond, schema.SettingCondition):
