@@ -17,7 +17,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack_render.yamlio import BulkLoader, NotSimple, load_simple_block
+from gpustack_render.yamlio import BulkLoader, NotSimple, StreamDumper, dump_yaml, dump_yaml_stream, load_simple_block
 
 WORDS = st.sampled_from(["y", "n", "yes", "No", "on", "OFF", "true", "False", "null", "~", ".inf", "-.inf", ".nan",
                          "0777", "0o17", "0x1F", "1_000", "1:20", "190:20:30", "1e3", "1.0e+3", "1.5", "-1",
@@ -100,3 +100,82 @@ def test_fast_block_reader_edge_cases(text: str) -> None:
     except NotSimple:
         return
     assert repr(fast) == repr(_slow(text))
+
+
+JSON_OUTPUT = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), SCALARS,
+              st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner),
+                            st.dictionaries(st.one_of(SCALARS, st.integers(), st.booleans(), st.none()), inner,
+                                            max_size=3)),
+    max_leaves=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(JSON_OUTPUT)
+def test_dump_json_is_byte_identical_to_the_stdlib(value: Any) -> None:
+    from gpustack_render.yamlio import dump_json
+    assert dump_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_dump_json_of_a_render_is_byte_identical_to_the_stdlib() -> None:
+    from gpustack_render.yamlio import dump_json
+    value = {"apiVersion": "v1", "kind": "List", "items": [
+        {"metadata": {"name": "é", "labels": {}}, "spec": {"q": [1, True, None, "8Gi"], "empty": []}}]}
+    assert dump_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def _quoting_strings() -> Any:
+    """The strategies of tests/test_yaml_quoting.py (the quoting rules' property test)."""
+    from tests.test_yaml_quoting import STRINGS  # type: ignore[import-not-found]
+    return STRINGS
+
+
+YAML_OUTPUT_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), SCALARS,
+                                st.text(max_size=8), st.just("a" * 130), st.just("line\nbreak"))
+YAML_OUTPUT = st.recursive(
+    YAML_OUTPUT_SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.one_of(SCALARS, st.text(max_size=4), st.integers(), st.booleans()),
+                                            inner, max_size=4)),
+    max_leaves=16)
+
+
+def _slow_yaml(value: Any) -> str:
+    return yaml.dump(value, Dumper=StreamDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=1 << 20)
+
+
+@settings(max_examples=800, deadline=None)
+@given(YAML_OUTPUT)
+def test_dump_yaml_is_byte_identical_to_the_dumper(value: Any) -> None:
+    assert dump_yaml(value) == _slow_yaml(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.one_of(SCALARS, st.text(max_size=4)), YAML_OUTPUT, min_size=1, max_size=4),
+                max_size=3))
+def test_dump_yaml_stream_is_byte_identical_to_the_dumper(docs: list[Any]) -> None:
+    slow = yaml.dump_all(docs, Dumper=StreamDumper, sort_keys=False, explicit_start=True, default_flow_style=False,
+                         allow_unicode=True, width=1 << 20)
+    assert dump_yaml_stream(docs) == slow
+
+
+def test_dump_yaml_quotes_the_quoting_tests_strings() -> None:
+    """Every string of the quoting rules' strategies, as key and value, in one document."""
+    from hypothesis import find  # noqa: F401  (hypothesis is there: the strategies below draw from it)
+    strings = _quoting_strings()
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.dictionaries(strings, strings, max_size=8), st.lists(strings, max_size=4))
+    def check(mapping: dict[str, str], items: list[str]) -> None:
+        value = {"mapping": mapping, "items": items, "nested": [{"k": items}, mapping]}
+        assert dump_yaml(value) == _slow_yaml(value)
+    check()
+
+
+def test_shared_objects_keep_their_anchors() -> None:
+    shared = {"a": "b"}
+    value = {"x": shared, "y": shared, "z": [[], []]}
+    assert dump_yaml(value) == _slow_yaml(value)
+    assert "&id001" in dump_yaml(value)
