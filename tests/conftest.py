@@ -1,13 +1,29 @@
-"""Shared pytest configuration.
+"""Shared pytest configuration: the ``cli`` fixture and the one golden-update switch.
 
-``--update-goldens`` makes the golden tests (tests/test_golden.py) rewrite their files under
-``tests/golden/`` from the current output instead of comparing against them. Review the resulting
-``git diff tests/golden`` before committing it.
+``cli(*args, input=None, env=None, cwd=REPO)`` runs the CLI in this process (tests/cli_invoke.py)
+and returns a :class:`cli_invoke.CliResult` (``exit_code``/``returncode``, ``stdout``, ``stderr``,
+``stdout_bytes``; it also unpacks as ``code, out, err``).
+
+Goldens: ``pytest --update-goldens`` or ``GPUSTACK_RENDER_UPDATE_GOLDENS=1`` (either one) makes
+the golden tests (tests/golden/, fixtures/cases/*/expected.yaml) rewrite their files from the
+current output instead of comparing against them; the fixture cases go through the same code path
+as ``gpustack-render test --update``. Review ``git diff`` before committing.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cli_invoke import CliResult, invoke  # noqa: E402
+
+from gpustack_render.casetest import UPDATE_ENV, update_requested  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -15,12 +31,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--update-goldens",
         action="store_true",
         default=False,
-        help="Rewrite the golden files in tests/golden/ from the current output "
-        "(then review the diff) instead of comparing against them.",
+        help="Rewrite the golden files (tests/golden/, fixtures/cases/*/expected.yaml) from the current "
+        f"output (then review the diff) instead of comparing against them; same as {UPDATE_ENV}=1.",
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``--update-goldens`` is the environment switch ``gpustack-render test`` reads, set for this run."""
+    if config.getoption("--update-goldens"):
+        os.environ[UPDATE_ENV] = "1"
+
+
 @pytest.fixture(scope="session")
-def update_goldens(request: pytest.FixtureRequest) -> bool:
-    """True when pytest runs with ``--update-goldens``."""
-    return bool(request.config.getoption("--update-goldens"))
+def update_goldens() -> bool:
+    """True when goldens are to be rewritten (``--update-goldens`` or ``GPUSTACK_RENDER_UPDATE_GOLDENS=1``)."""
+    return update_requested()
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """The CLI, in process: ``cli("render", "fixtures/demo", "--format", "json")``."""
+    return invoke

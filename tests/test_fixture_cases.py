@@ -1,21 +1,21 @@
-"""Run every fixture case under ``fixtures/cases/`` through the CLI (see tests/case_runner.py).
+"""Run every fixture case under ``fixtures/cases/`` through the case runner (gpustack_render.casetest),
+in process, exactly as ``gpustack-render test`` does.
 
 ``pytest tests/test_fixture_cases.py``                   compare with each case's expected.yaml
-``pytest tests/test_fixture_cases.py --update-goldens``  rewrite expected.yaml from the output,
-                                                         then review ``git diff fixtures/cases``
+``pytest tests/test_fixture_cases.py --update-goldens``  rewrite expected.yaml from the output (the code
+                                                         path of ``gpustack-render test --update``; also
+                                                         ``GPUSTACK_RENDER_UPDATE_GOLDENS=1``), then review
+                                                         ``git diff fixtures/cases``
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import case_runner  # noqa: E402
-from case_runner import (  # noqa: E402
+from gpustack_render import casetest
+from gpustack_render.casetest import (
     CaseDefinitionError,
     compare_objects,
     compare_patches,
@@ -27,20 +27,17 @@ from case_runner import (  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "fixtures" / "cases"
-CASE_DIRS = case_runner.case_dirs(CASES)
-
-
-def _update(request: pytest.FixtureRequest) -> bool:
-    return bool(request.config.getoption("--update-goldens", default=False))
+CASE_DIRS = casetest.case_dirs(CASES)
+PYTEST_WRITER = "pytest tests/test_fixture_cases.py --update-goldens"
 
 
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
-def test_fixture_case(case_dir: Path, request: pytest.FixtureRequest) -> None:
+def test_fixture_case(case_dir: Path, update_goldens: bool) -> None:
     try:
         case = load_case(case_dir)
     except CaseDefinitionError as err:
         pytest.fail(str(err), pytrace=False)
-    outcome = run_case(case, REPO, update=_update(request))
+    outcome = run_case(case, REPO, update=update_goldens, python=casetest.PROGRAM, writer=PYTEST_WRITER)
     if not outcome.ok:
         pytest.fail(outcome.report(), pytrace=False)
 
@@ -48,7 +45,7 @@ def test_fixture_case(case_dir: Path, request: pytest.FixtureRequest) -> None:
 def test_cases_exist() -> None:
     assert CASE_DIRS, f"no fixture cases under {CASES}"
     for case_dir in CASE_DIRS:
-        assert (case_dir / case_runner.CASE_FILE).is_file(), f"{case_dir}: no case.yaml"
+        assert (case_dir / casetest.CASE_FILE).is_file(), f"{case_dir}: no case.yaml"
 
 
 # ------------------------------------------------------------------------------------------------

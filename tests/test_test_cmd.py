@@ -1,5 +1,7 @@
 """`gpustack-render test [PATH...] [--update] [--format text|json|junit]`: rule test cases run in-process
-through the pipeline, with the semantics of the pytest fixture driver (gpustack_render/casetest.py).
+through the pipeline, with the semantics of the pytest fixture driver (gpustack_render/casetest).
+The CLI runs in process too (the ``cli`` fixture); the child-process invoker is checked against the
+in-process one in tests/test_smoke.py.
 """
 
 from __future__ import annotations
@@ -7,12 +9,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
+
+from cli_invoke import invoke
 
 from gpustack_render import casetest
 
@@ -22,9 +25,10 @@ CASE_DIRS = casetest.case_dirs(CASES)
 _FINAL = re.compile(r"^\d+ passed, \d+ failed$")
 
 
-def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+@pytest.fixture(autouse=True)
+def _no_update_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests decide themselves when ``test`` updates (``--update-goldens`` sets the switch)."""
+    monkeypatch.delenv(casetest.UPDATE_ENV, raising=False)
 
 
 def final_lines(stdout: str) -> list[str]:
@@ -48,8 +52,8 @@ def scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_project_cases_pass() -> None:
-    proc = run_cli("test")
+def test_project_cases_pass(cli) -> None:
+    proc = cli("test")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["CASE", "COMMAND", "RESULT", "TIME", "RULES"]
@@ -63,23 +67,15 @@ def test_project_cases_pass() -> None:
     assert final_lines(proc.stdout) == [lines[-1]]  # exactly one summary line, and it is the last
 
 
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[d.name for d in CASE_DIRS])
-def test_inprocess_equals_subprocess(case_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The in-process invoker prints what the CLI prints: same exit code, stdout and stderr."""
-    monkeypatch.chdir(REPO)
-    argv = casetest.command_argv(casetest.load_case(case_dir), REPO)
-    assert casetest.inprocess_invoker(argv, REPO) == casetest.subprocess_invoker(argv, REPO)
-
-
-def test_failing_case_shows_differences_and_exits_1(scratch: Path) -> None:
-    ok = run_cli("catalog", "fixtures/demo", "--format", "json")
+def test_failing_case_shows_differences_and_exits_1(scratch: Path, cli) -> None:
+    ok = cli("catalog", "fixtures/demo", "--format", "json")
     items = json.loads(ok.stdout)["items"]
     good = "".join("---\n" + json.dumps(item) + "\n" for item in items)
     items[0]["spec"]["generalGroup"] = "something-else"
     bad = "".join("---\n" + json.dumps(item) + "\n" for item in items)
     write_case(scratch, "a-good", good)
     write_case(scratch, "b-bad", bad)
-    proc = run_cli("test", str(scratch))
+    proc = cli("test", str(scratch))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert re.search(r"^a-good\s+catalog\s+pass\s", proc.stdout, re.M)
     assert re.search(r"^b-bad\s+catalog\s+FAIL\s", proc.stdout, re.M)
@@ -89,76 +85,76 @@ def test_failing_case_shows_differences_and_exits_1(scratch: Path) -> None:
     assert proc.stdout.splitlines()[-1] == "1 passed, 1 failed" and len(final_lines(proc.stdout)) == 1
 
 
-def test_update_rewrites_goldens_then_passes(scratch: Path) -> None:
+def test_update_rewrites_goldens_then_passes(scratch: Path, cli) -> None:
     case = write_case(scratch, "fresh", None)
     rel = str(case)
-    first = run_cli("test", rel)
+    first = cli("test", rel)
     assert first.returncode == 1 and "expected.yaml: missing" in first.stdout
-    updated = run_cli("test", rel, "--update")
+    updated = cli("test", rel, "--update")
     assert updated.returncode == 0, updated.stdout
     assert re.search(r"^fresh\s+catalog\s+updated\s", updated.stdout, re.M)
     assert "updated 1 golden file(s)" in updated.stdout
     golden = (case / "expected.yaml").read_text(encoding="utf-8")
     assert golden.startswith("# Golden for fixtures case 'fresh'") and "kind: InstanceTypeFlavor" in golden
-    again = run_cli("test", rel)
+    again = cli("test", rel)
     assert again.returncode == 0 and again.stdout.splitlines()[-1] == "1 passed, 0 failed"
     assert "updated" not in again.stdout
 
 
-def test_update_never_hides_a_wrong_exit_code(scratch: Path) -> None:
+def test_update_never_hides_a_wrong_exit_code(scratch: Path, cli) -> None:
     case = write_case(scratch, "wrong-exit", "", expectExitCode=2)
-    proc = run_cli("test", str(case), "--update")
+    proc = cli("test", str(case), "--update")
     assert proc.returncode == 1 and "exit code 0, expected 2" in proc.stdout
     assert (case / "expected.yaml").read_text(encoding="utf-8") == ""
 
 
-def test_expected_error_case_with_stderr(scratch: Path) -> None:
+def test_expected_error_case_with_stderr(scratch: Path, cli) -> None:
     case = write_case(scratch, "bad-set", "", expectExitCode=2, set=["nope=true"],
                       expectStderr=["nope: unknown setting"])
-    proc = run_cli("test", str(case))
+    proc = cli("test", str(case))
     assert proc.returncode == 0, proc.stdout
 
 
-def test_case_with_its_own_rules(scratch: Path) -> None:
+def test_case_with_its_own_rules(scratch: Path, cli) -> None:
     rules = scratch / "my-rules"
     shutil.copytree(REPO / "rules", rules)
     text = (rules / "naming.yaml").read_text(encoding="utf-8")
     (rules / "naming.yaml").write_text(text.replace('cpu: "gpustack--generic"', 'cpu: "cpu--generic"'), "utf-8")
     case = write_case(scratch, "renamed", None, rules="../my-rules")
     rel = str(case)
-    assert run_cli("test", rel, "--update").returncode == 0
+    assert cli("test", rel, "--update").returncode == 0
     assert "name: cpu--generic" in (case / "expected.yaml").read_text(encoding="utf-8")
-    assert run_cli("test", rel).returncode == 0
+    assert cli("test", rel).returncode == 0
 
 
-def test_broken_case_yaml_is_a_failed_case_not_a_crash(scratch: Path) -> None:
+def test_broken_case_yaml_is_a_failed_case_not_a_crash(scratch: Path, cli) -> None:
     write_case(scratch, "ok", None)
     (scratch / "typo").mkdir()
     (scratch / "typo" / "case.yaml").write_text("description: x\nsnapshot: [nope.yaml]\n", encoding="utf-8")
-    proc = run_cli("test", str(scratch))
+    proc = cli("test", str(scratch))
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
     assert re.search(r"^typo\s+render\s+FAIL\s", proc.stdout, re.M)
     assert "'nope.yaml' does not exist" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "0 passed, 2 failed"
 
 
-def test_several_paths_and_a_single_case_folder() -> None:
+def test_several_paths_and_a_single_case_folder(cli) -> None:
     one, two = CASE_DIRS[0], CASE_DIRS[1]
-    proc = run_cli("test", str(one.relative_to(REPO)), str(two.relative_to(REPO)), str(one.relative_to(REPO)))
+    proc = cli("test", str(one.relative_to(REPO)), str(two.relative_to(REPO)), str(one.relative_to(REPO)))
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "2 passed, 0 failed"
 
 
-def test_missing_or_empty_path_is_a_usage_error(tmp_path: Path) -> None:
-    missing = run_cli("test", str(tmp_path / "nope"))
+def test_missing_or_empty_path_is_a_usage_error(tmp_path: Path, cli) -> None:
+    missing = cli("test", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "no such case directory" in missing.stderr
-    empty = run_cli("test", str(tmp_path))
+    empty = cli("test", str(tmp_path))
     assert empty.returncode == 2 and "no test cases found" in empty.stderr
-    elsewhere = run_cli("test", cwd=tmp_path)  # default fixtures/cases does not exist there
+    elsewhere = cli("test", cwd=tmp_path)  # default fixtures/cases does not exist there
     assert elsewhere.returncode == 2 and "fixtures/cases" in elsewhere.stderr
 
 
-def test_json_format() -> None:
-    proc = run_cli("test", "--format", "json")
+def test_json_format(cli) -> None:
+    proc = cli("test", "--format", "json")
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
     assert (data["passed"], data["failed"]) == (len(CASE_DIRS), 0)
@@ -167,9 +163,9 @@ def test_json_format() -> None:
     assert proc.stderr.strip() == f"{len(CASE_DIRS)} passed, 0 failed"
 
 
-def test_junit_format(scratch: Path) -> None:
+def test_junit_format(scratch: Path, cli) -> None:
     write_case(scratch, "missing-golden", None)
-    proc = run_cli("test", str(scratch), "--format", "junit")
+    proc = cli("test", str(scratch), "--format", "junit")
     assert proc.returncode == 1
     root = ET.fromstring(proc.stdout)
     suite = root.find("testsuite")
@@ -181,30 +177,16 @@ def test_junit_format(scratch: Path) -> None:
     assert proc.stderr.strip() == "0 passed, 1 failed"
 
 
-def test_case_runner_module_reexports_the_package_runner() -> None:
-    sys.path.insert(0, str(REPO / "tests"))
-    try:
-        import case_runner
-    finally:
-        sys.path.pop(0)
-    assert case_runner.run_case is casetest.run_case
-    assert case_runner.load_case is casetest.load_case
-    assert case_runner._header is casetest._header  # private helpers too
-    assert case_runner.run_case.__kwdefaults__["invoker"] is casetest.subprocess_invoker  # pytest: the real CLI
-
-
-def test_test_is_visible_in_help() -> None:
-    assert re.search(r"^\s+test\s", run_cli("--help").stdout, re.M)
+def test_test_is_visible_in_help(cli) -> None:
+    assert re.search(r"^\s+test\s", cli("--help").stdout, re.M)
 
 
 # --- test --rules DIR: which rules each case ran with (in-process) --------------------------------
 
 def run_in_process(*args: str) -> tuple[int, str, str]:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
-    result = CliRunner().invoke(main, ["test", *args], catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
+    """``gpustack-render test ARGS`` from the current directory (the tests chdir to their scratch)."""
+    code, out, err = invoke("test", *args, cwd=None)
+    return code, out, err
 
 
 def renamed_rules(root: Path, name: str, prefix: str) -> Path:
@@ -266,3 +248,91 @@ def test_rules_option_must_be_a_directory(scratch: Path, monkeypatch: pytest.Mon
     plain = write_case(scratch / "cases", "plain", None)
     code, out, err = run_in_process(str(plain), "--rules", "nope")
     assert (code, out) == (2, "") and "nope: rules directory not found" in err
+
+
+# --- one golden-update switch; the header names its writer; expect: selection ------------------
+
+def test_update_switch_in_the_environment_is_test_update(scratch: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         cli) -> None:
+    case = write_case(scratch, "by-env", None)
+    monkeypatch.setenv(casetest.UPDATE_ENV, "1")
+    proc = cli("test", str(case))
+    assert proc.returncode == 0 and re.search(r"^by-env\s+catalog\s+updated\s", proc.stdout, re.M), proc.stdout
+    golden = (case / "expected.yaml").read_text(encoding="utf-8")
+    assert f"# Written by `{casetest.TEST_UPDATE_WRITER}`;" in golden
+    monkeypatch.setenv(casetest.UPDATE_ENV, "0")  # "0" is off
+    (case / "expected.yaml").write_text("", encoding="utf-8")
+    assert cli("test", str(case)).returncode == 1
+    assert (case / "expected.yaml").read_text(encoding="utf-8") == ""
+    assert casetest.UPDATE_ENV in cli("test", "--help").stdout
+
+
+def test_the_header_names_the_writer_and_a_new_writer_alone_rewrites_nothing(scratch: Path) -> None:
+    case = casetest.load_case(write_case(scratch, "writer", None))
+    first = casetest.run_case(case, REPO, update=True, writer="pytest tests/test_fixture_cases.py --update-goldens")
+    assert first.ok and first.updated, first.report()
+    text = case.expected_path.read_text(encoding="utf-8")
+    assert "# Written by `pytest tests/test_fixture_cases.py --update-goldens`;" in text
+    again = casetest.run_case(case, REPO, update=True)  # gpustack-render test --update: same objects
+    assert again.ok and not again.updated
+    assert case.expected_path.read_text(encoding="utf-8") == text
+
+
+def _catalog_names() -> list[str]:
+    code, out, err = invoke("catalog", "fixtures/demo", "--format", "json")
+    assert code == 0, err
+    return [item["metadata"]["name"] for item in json.loads(out)["items"]]
+
+
+def test_expect_selection_compares_only_the_selected_objects(scratch: Path) -> None:
+    names = _catalog_names()
+    assert len(names) >= 2
+    chosen = names[0]
+    case = casetest.load_case(write_case(scratch, "selected", None, expect={"names": [chosen]}))
+    assert casetest.run_case(case, REPO, update=True).ok
+    text = case.expected_path.read_text(encoding="utf-8")
+    assert f"name: {chosen}\n" in text and all(f"name: {n}\n" not in text for n in names[1:])
+    assert "Only the selected objects are compared (names " in text
+    assert casetest.run_case(case, REPO).ok
+    # inside the selection nothing is loosened: a changed field fails
+    case.expected_path.write_text(text.replace("sliceable: false", "sliceable: true"), encoding="utf-8")
+    changed = casetest.run_case(case, REPO)
+    assert not changed.ok and any(f.startswith(f"changed: InstanceTypeFlavor/{chosen}") for f in changed.failures)
+    # a golden object outside the selection is a definition error, not silently ignored
+    other = names[1]
+    case.expected_path.write_text(text + f"---\napiVersion: x/v1\nkind: InstanceTypeFlavor\nmetadata:\n  name: {other}\n",
+                                  encoding="utf-8")
+    outside = casetest.run_case(case, REPO)
+    assert not outside.ok and "outside the case's expect selection" in outside.failures[0]
+
+
+def test_expect_selection_reports_a_missing_object_of_a_selected_kind(scratch: Path) -> None:
+    case = casetest.load_case(write_case(scratch, "kinds", None, expect={"kinds": ["InstanceTypeFlavor"]}))
+    assert casetest.run_case(case, REPO, update=True).ok
+    golden = case.expected_path.read_text(encoding="utf-8")
+    assert golden.count("kind: InstanceTypeFlavor") == len(_catalog_names())
+    ghost = "---\napiVersion: catalog.gpustack.ai/v1\nkind: InstanceTypeFlavor\nmetadata:\n  name: ghost\n"
+    case.expected_path.write_text(golden + ghost, encoding="utf-8")
+    missing = casetest.run_case(case, REPO)
+    assert not missing.ok and any(f.startswith("missing: InstanceTypeFlavor/ghost") for f in missing.failures)
+
+
+@pytest.mark.parametrize("expect, message", [
+    ({}, "selects nothing in particular"),
+    ([], "must be a mapping"),
+    ({"kind": ["X"]}, "unknown field(s) kind"),
+    ({"kinds": "ClusterQueue"}, "must be a list of strings"),
+])
+def test_expect_selection_is_checked(scratch: Path, expect: object, message: str) -> None:
+    with pytest.raises(casetest.CaseDefinitionError, match=re.escape(message)):
+        casetest.load_case(write_case(scratch, "bad", None, expect=expect))
+
+
+def test_node_patches_selection_takes_names_only(scratch: Path) -> None:
+    with pytest.raises(casetest.CaseDefinitionError, match="node-patches prints patch entries"):
+        casetest.load_case(write_case(scratch, "np", None, command="node-patches", expect={"kinds": ["Node"]}))
+    case = casetest.load_case(write_case(scratch, "np-names", None, command="node-patches",
+                                         expect={"names": ["node-t4-*"]}))
+    assert casetest.run_case(case, REPO, update=True).ok
+    patches = [d for d in yaml.safe_load_all(case.expected_path.read_text(encoding="utf-8")) if d is not None][0]
+    assert {entry["node"] for entry in patches} == {"node-t4-a", "node-t4-b"}  # not node-a10g

@@ -1,8 +1,9 @@
 """Rule test cases: folders run through the renderer and compared semantically with a golden.
 
-Used by ``gpustack-render test`` (in-process, through the pipeline) and by the project's pytest
-driver ``tests/test_fixture_cases.py`` (through a child process, the CLI end to end); both share
-every rule below, so a case means the same in both.
+Used by ``gpustack-render test`` and by the project's pytest driver ``tests/test_fixture_cases.py``,
+both in process (through the pipeline and the CLI's one error handler); both share every rule
+below, so a case means the same in both. A child process (:func:`subprocess_invoker`) gives the
+same result; a smoke test checks that on a few cases.
 
 A case is a folder (kyverno test-case style) holding:
 
@@ -12,13 +13,29 @@ A case is a folder (kyverno test-case style) holding:
     outside it, e.g. ``../../demo``), ``set`` (list of ``NAME=VALUE``), ``rules`` (a directory
     relative to the case folder; it wins over ``test --rules DIR``, which replaces the built-in rules
     of the cases that name none), ``expectExitCode`` (int, default 0), ``expectStderr`` (list of
-    substrings that must all occur in stderr). Unknown fields are an error, so typos do not pass
-    silently.
+    substrings that must all occur in stderr), ``expect`` (which objects the case is about, below).
+    Unknown fields are an error, so typos do not pass silently.
 ``expected.yaml``
     ``render`` / ``catalog``: the expected objects as a YAML stream (for ``catalog`` the items of the
     List). ``node-patches``: one document, the expected list of ``{node, subresource, patch}``.
     For a case that expects a non-zero exit code the stream is empty (stdout must be empty too).
-the snapshot files the case needs.
+    With ``expect``, it holds only the selected objects.
+the snapshot files the case needs, or paths to shared snapshots (``../../snapshots/<name>/...``,
+``../../demo``); a case never reads another case's folder.
+
+``expect`` (optional): ``{kinds: [Kind, ...], names: [glob, ...]}``. Only the output objects that
+match (kind in ``kinds`` when given, and ``metadata.name`` matching one of the ``names`` globs when
+given; for ``node-patches`` only ``names``, matched against the Node) are compared; every other
+object of the output is ignored. Within the selection nothing is loosened: missing, extra and
+changed objects are reported as without it. ``expected.yaml`` must hold only selected objects, and
+``--update`` writes only those, so a golden shows what its description is about and a change to an
+unrelated kind (a naming rule, say) leaves it alone.
+
+Goldens are rewritten by ``gpustack-render test --update`` and by the pytest driver with
+``--update-goldens`` or ``GPUSTACK_RENDER_UPDATE_GOLDENS=1`` (:data:`UPDATE_ENV`, which ``test
+--update`` reads too): one code path (:func:`run_case` with ``update=True``), and the header of each
+golden names the command that wrote it (``writer``). A golden whose objects did not change is left
+alone, whoever asks.
 
 Semantics (shared by the pytest driver and ``gpustack-render test``):
 
@@ -48,6 +65,7 @@ Only the standard library and PyYAML are used for the comparison itself.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shlex
@@ -63,15 +81,26 @@ import yaml
 from gpustack_render import k8s
 
 CASE_FILE = "case.yaml"
+UPDATE_ENV = "GPUSTACK_RENDER_UPDATE_GOLDENS"
+TEST_UPDATE_WRITER = "gpustack-render test --update"
 EXPECTED_FILE = "expected.yaml"
 COMMANDS = ("render", "catalog", "node-patches")
 LIST_COMMANDS = ("render", "catalog")
 
-_CASE_FIELDS = {"description", "command", "snapshot", "set", "rules", "expectExitCode", "expectStderr"}
+_CASE_FIELDS = {"description", "command", "snapshot", "set", "rules", "expectExitCode", "expectStderr", "expect"}
+_EXPECT_FIELDS = {"kinds", "names"}
+_WRITTEN_BY = "# Written by "
 _CRASH_MARKERS = ("Traceback (most recent call last)", "internal error")
 
 # (argv, cwd) -> (exit code, stdout, stderr)
 Invoker = Callable[[Sequence[str], Path], "tuple[int, str, str]"]
+
+
+def update_requested() -> bool:
+    """``GPUSTACK_RENDER_UPDATE_GOLDENS`` set to anything but empty or ``0``: rewrite goldens (the
+    one switch shared by ``gpustack-render test`` and pytest, which also maps ``--update-goldens``
+    onto it)."""
+    return os.environ.get(UPDATE_ENV, "") not in ("", "0")
 
 
 class CaseDefinitionError(Exception):
@@ -81,6 +110,38 @@ class CaseDefinitionError(Exception):
 # ------------------------------------------------------------------------------------------------
 # Case definition
 # ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which output objects a case compares (``expect:``); empty fields select everything."""
+
+    kinds: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+
+    @property
+    def everything(self) -> bool:
+        return not self.kinds and not self.names
+
+    def selects(self, command: str, item: Any) -> bool:
+        """Whether ``item`` (an object, or a node-patches entry) is one the case is about."""
+        if self.everything:
+            return True
+        if not isinstance(item, dict):
+            return True  # no identity: kept, so the comparison reports it
+        if command in LIST_COMMANDS:
+            meta = item.get("metadata")
+            kind, name = item.get("kind"), meta.get("name") if isinstance(meta, dict) else None
+        else:
+            kind, name = None, item.get("node")
+        if self.kinds and kind not in self.kinds:
+            return False
+        return not self.names or (isinstance(name, str) and any(fnmatch.fnmatchcase(name, g) for g in self.names))
+
+    def describe(self) -> str:
+        parts = ([f"kinds {', '.join(self.kinds)}"] if self.kinds else []) + \
+                ([f"names {', '.join(self.names)}"] if self.names else [])
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -94,6 +155,7 @@ class Case:
     rules: str | None = None
     expect_exit_code: int = 0
     expect_stderr: tuple[str, ...] = ()
+    expect: Selection = Selection()
 
     @property
     def expected_path(self) -> Path:
@@ -148,7 +210,26 @@ def load_case(path: Path) -> Case:
         raise CaseDefinitionError(f"{where}: expectExitCode: must be a non-negative integer")
     stderr = _string_list(raw.get("expectStderr"), f"{where}: expectStderr")
     return Case(name=path.name, path=path, description=description.strip(), command=command,
-                snapshot=snapshot, set=sets, rules=rules, expect_exit_code=exit_code, expect_stderr=stderr)
+                snapshot=snapshot, set=sets, rules=rules, expect_exit_code=exit_code, expect_stderr=stderr,
+                expect=_load_selection(raw.get("expect"), command, f"{where}: expect"))
+
+
+def _load_selection(raw: Any, command: str, where: str) -> Selection:
+    if raw is None:
+        return Selection()
+    if not isinstance(raw, dict):
+        raise CaseDefinitionError(f"{where}: must be a mapping with kinds and/or names")
+    unknown = sorted(set(raw) - _EXPECT_FIELDS)
+    if unknown:
+        raise CaseDefinitionError(f"{where}: unknown field(s) {', '.join(unknown)} "
+                                  f"(known: {', '.join(sorted(_EXPECT_FIELDS))})")
+    selection = Selection(kinds=_string_list(raw.get("kinds"), f"{where}.kinds"),
+                          names=_string_list(raw.get("names"), f"{where}.names"))
+    if selection.everything:
+        raise CaseDefinitionError(f"{where}: selects nothing in particular (give kinds and/or names, or drop it)")
+    if selection.kinds and command not in LIST_COMMANDS:
+        raise CaseDefinitionError(f"{where}.kinds: {command} prints patch entries, not objects (use names)")
+    return selection
 
 
 def case_dirs(root: Path) -> list[Path]:
@@ -294,10 +375,10 @@ class CaseRun:
     stderr: str
 
 
-def execute(case: Case, cwd: Path, invoker: Invoker = subprocess_invoker, python: str = sys.executable,
+def execute(case: Case, cwd: Path, invoker: Invoker | None = None, python: str = sys.executable,
             default_rules: Path | None = None) -> CaseRun:
     argv = command_argv(case, cwd, python, default_rules)
-    code, out, err = invoker(argv, cwd)
+    code, out, err = (invoker or inprocess_invoker)(argv, cwd)
     return CaseRun(argv=argv, exit_code=code, stdout=out, stderr=err)
 
 
@@ -349,23 +430,40 @@ def load_expected(case: Case) -> list[Any]:
         for i, doc in enumerate(docs):
             if not isinstance(doc, dict):
                 raise CaseDefinitionError(f"{path}: document {i + 1} is not an object")
-        return docs
+        return _only_selected(case, docs)
     if not docs:
         return []
     if len(docs) != 1 or not isinstance(docs[0], list):
         raise CaseDefinitionError(f"{path}: node-patches golden must be one document holding a list")
-    return docs[0]
+    return _only_selected(case, docs[0])
 
 
-def _header(case: Case, cwd: Path, default_rules: Path | None = None) -> str:
+def _only_selected(case: Case, items: list[Any]) -> list[Any]:
+    """A golden holding an object its ``expect:`` does not select could never be compared: an error."""
+    for pos, item in enumerate(items):
+        if not case.expect.selects(case.command, item):
+            raise CaseDefinitionError(f"{case.expected_path}: item {pos + 1} ({_show(item)[:80]}) is outside the "
+                                      f"case's expect selection ({case.expect.describe()})")
+    return items
+
+
+def select(case: Case, actual: list[Any]) -> list[Any]:
+    """The output items the case is about (all of them without ``expect:``), in output order."""
+    return [item for item in actual if case.expect.selects(case.command, item)]
+
+
+def _header(case: Case, cwd: Path, default_rules: Path | None = None, writer: str = TEST_UPDATE_WRITER) -> str:
+    """The golden's comment header: the case, its command, and ``writer``, the command that wrote it."""
     argv = command_argv(case, cwd, python="python", default_rules=default_rules)
     shown = " ".join(shlex.quote(a) for a in argv[:-2])  # without --format json
     lines = ["# " + line for line in textwrap.wrap(f"Golden for fixtures case {case.name!r}: {case.description}", 98)]
     lines += [
         f"# Command: {shown}",
-        "# Written by `pytest tests/test_fixture_cases.py --update-goldens`; review every change against",
-        "# the spec before committing. Compared semantically (tests/case_runner.py).",
+        f"{_WRITTEN_BY}`{writer}`; review every change against the spec before committing.",
+        "# Compared semantically (gpustack_render.casetest).",
     ]
+    if not case.expect.everything:
+        lines.append(f"# Only the selected objects are compared ({case.expect.describe()}); others are ignored.")
     if case.expect_exit_code != 0:
         lines.append(f"# The case expects exit code {case.expect_exit_code}: nothing on stdout.")
     return "\n".join(lines) + "\n"
@@ -375,13 +473,30 @@ def _dump(doc: Any) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
 
 
-def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path | None = None) -> str:
-    text = _header(case, cwd, default_rules)
+def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path | None = None,
+                  writer: str = TEST_UPDATE_WRITER) -> str:
+    """The golden text for ``actual`` (only the selected items), headed by :func:`_header`."""
+    text = _header(case, cwd, default_rules, writer)
     if case.expect_exit_code != 0:
         return text
+    chosen = select(case, actual)
     if case.command in LIST_COMMANDS:
-        return text + "".join("---\n" + _dump(obj) for obj in actual)
-    return text + "---\n" + _dump(actual)
+        return text + "".join("---\n" + _dump(obj) for obj in chosen)
+    return text + "---\n" + _dump(chosen)
+
+
+def _without_writer(text: str) -> str:
+    """A golden without its ``Written by`` line: who wrote it is no reason to rewrite it."""
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(_WRITTEN_BY))
+
+
+def write_golden(case: Case, text: str) -> bool:
+    """Write ``text`` unless the golden already says the same (apart from its writer); True when written."""
+    path = case.expected_path
+    if path.exists() and _without_writer(path.read_text(encoding="utf-8")) == _without_writer(text):
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -551,10 +666,13 @@ class CaseOutcome:
         return "\n".join(lines)
 
 
-def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker = subprocess_invoker,
-             python: str = sys.executable, default_rules: Path | None = None) -> CaseOutcome:
+def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker | None = None,
+             python: str = sys.executable, default_rules: Path | None = None,
+             writer: str = TEST_UPDATE_WRITER) -> CaseOutcome:
     """Run one case; ``default_rules`` (``test --rules DIR``) replaces the built-in rules unless the
-    case names its own."""
+    case names its own. The run is in process unless another ``invoker`` is given; ``writer`` is
+    the command an updated golden's header names."""
+    invoker = invoker or inprocess_invoker
     outcome = CaseOutcome(case=case, rules=rules_label(case, cwd, default_rules))
     run = outcome.run = execute(case, cwd, invoker, python, default_rules)
     fail = outcome.failures.append
@@ -581,10 +699,7 @@ def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker = 
             fail(str(err))
 
     if update and actual is not None and run.exit_code == case.expect_exit_code:
-        text = render_golden(case, actual, cwd, default_rules)
-        if not case.expected_path.exists() or case.expected_path.read_text(encoding="utf-8") != text:
-            case.expected_path.write_text(text, encoding="utf-8")
-            outcome.updated = True
+        outcome.updated = write_golden(case, render_golden(case, actual, cwd, default_rules, writer))
 
     try:
         expected = load_expected(case)
@@ -597,7 +712,7 @@ def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker = 
                  f"{case.expect_exit_code}")
         return outcome
     if actual is not None:
-        outcome.failures += compare(case.command, expected, actual)
+        outcome.failures += compare(case.command, expected, select(case, actual))
     return outcome
 
 

@@ -16,7 +16,8 @@ DEFAULT_PATH = "fixtures/cases"
 @click.argument("paths", nargs=-1, metavar="[PATH]...", type=click.Path(path_type=Path))
 @click.option("--update", is_flag=True,
               help="Rewrite each case's expected.yaml from the output (only when the exit code is the expected "
-                   "one); review `git diff` afterwards.")
+                   "one); review `git diff` afterwards. GPUSTACK_RENDER_UPDATE_GOLDENS=1 in the environment "
+                   "does the same (pytest --update-goldens sets it).")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Run every case that does not name its own rules directory against this one "
                    "(default: the built-in rules).")
@@ -45,7 +46,8 @@ def command(paths: tuple[Path, ...], update: bool, rules_dir: Path | None, fmt: 
             raise UserError.single("no such case directory", file=", ".join(missing))
         if rules_dir is not None and not rules_dir.is_dir():
             raise UserError.single("rules directory not found", file=str(rules_dir))
-        entries = casetest.run_suite(roots, Path.cwd(), update=update, rules=rules_dir)
+        entries = casetest.run_suite(roots, Path.cwd(), update=update or casetest.update_requested(),
+                                     rules=rules_dir)
         if not entries:
             raise UserError.single("no test cases found (a case is a folder with case.yaml)",
                                    file=", ".join(str(p) for p in roots))
