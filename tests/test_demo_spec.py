@@ -25,14 +25,13 @@ import copy
 import json
 import random
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_invoke import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -75,20 +74,10 @@ def local_queue_name(cluster_queue: str) -> str:
     return "gpustack-fnv64-" + fnv1a64_hex(cluster_queue)
 
 
-def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gpustack_render", *args],
-        cwd=REPO,
-        input=stdin,
-        capture_output=True,
-        timeout=180,
-    )
-
-
 @lru_cache(maxsize=None)
 def _cached(args: tuple[str, ...]) -> tuple[int, bytes, bytes]:
-    proc = run_cli(*args)
-    return proc.returncode, proc.stdout, proc.stderr
+    proc = invoke(*args)
+    return proc.returncode, proc.stdout_bytes, proc.stderr_bytes
 
 
 def ok_stdout(*args: str) -> bytes:
@@ -1000,14 +989,14 @@ def test_settings_secret_and_set_precedence(tmp_path):
     extra.write_text(yaml.safe_dump_all([secret, decoy], sort_keys=False))
     aware = ok_stdout("render", "fixtures/demo", "--set", "instance-type-aware-cpu-manufacturer=true")
     default = ok_stdout("render", "fixtures/demo")
-    with_secret = run_cli("render", "fixtures/demo", str(extra))
-    assert with_secret.returncode == 0, with_secret.stderr.decode()
-    assert with_secret.stdout == aware
-    overridden = run_cli(
+    with_secret = invoke("render", "fixtures/demo", str(extra))
+    assert with_secret.returncode == 0, with_secret.stderr
+    assert with_secret.stdout_bytes == aware
+    overridden = invoke(
         "render", "fixtures/demo", str(extra), "--set", "instance-type-aware-cpu-manufacturer=false"
     )
-    assert overridden.returncode == 0, overridden.stderr.decode()
-    assert overridden.stdout == default
+    assert overridden.returncode == 0, overridden.stderr
+    assert overridden.stdout_bytes == default
 
 
 # --------------------------------------------------------------------------------------------
@@ -1038,9 +1027,9 @@ def test_shuffled_stdin_stream_is_byte_identical(seed, fmt):
     objs = demo_objects()
     random.Random(seed).shuffle(objs)
     stream = yaml.safe_dump_all(objs, sort_keys=False).encode()
-    proc = run_cli("render", "-", "--format", fmt, stdin=stream)
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert proc.stdout == base
+    proc = invoke("render", "-", "--format", fmt, input=stream)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout_bytes == base
 
 
 def test_shuffled_json_list_on_stdin_is_byte_identical():
@@ -1048,9 +1037,9 @@ def test_shuffled_json_list_on_stdin_is_byte_identical():
     objs = demo_objects()
     random.Random(3).shuffle(objs)
     stream = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}).encode()
-    proc = run_cli("render", "-", stdin=stream)
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert proc.stdout == base
+    proc = invoke("render", "-", input=stream)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout_bytes == base
 
 
 def test_identical_duplicate_is_fine():
@@ -1249,8 +1238,8 @@ def test_node_patches_applied_then_nothing_to_do(tmp_path):
     for entry in patches:
         _apply(nodes[entry["node"]], entry["patch"])
     snap = write_snapshot(tmp_path / "applied", objs)
-    again = run_cli("node-patches", str(snap), "--format", "json")
-    assert again.returncode == 0, again.stderr.decode()
+    again = invoke("node-patches", str(snap), "--format", "json")
+    assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == []
 
 
@@ -1269,9 +1258,9 @@ def test_output_dir(tmp_path, precreate):
     out_dir = tmp_path / "out"
     if precreate:
         out_dir.mkdir()
-    proc = run_cli("render", "fixtures/demo", "-o", str(out_dir))
-    assert proc.returncode == 0, proc.stderr.decode()
-    assert proc.stdout == b""
+    proc = invoke("render", "fixtures/demo", "-o", str(out_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout_bytes == b""
 
     items = render_json()["items"]
     expected_files = [_file_name(o) for o in items]
@@ -1307,10 +1296,10 @@ def _bad_cpu_snapshot(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("command", ["render", "node-patches", "catalog"])
 def test_invalid_quantity_is_input_error(tmp_path, command):
     snap = _bad_cpu_snapshot(tmp_path)
-    proc = run_cli(command, str(snap))
-    err = proc.stderr.decode(errors="replace")
+    proc = invoke(command, str(snap))
+    err = proc.stderr
     assert proc.returncode == 2, err
-    assert proc.stdout == b""
+    assert proc.stdout_bytes == b""
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if "Node/node-t4-a" in ln]
     assert lines, err
@@ -1322,19 +1311,19 @@ def test_invalid_quantity_is_input_error(tmp_path, command):
 def test_invalid_quantity_leaves_no_output_dir(tmp_path):
     snap = _bad_cpu_snapshot(tmp_path)
     out_dir = tmp_path / "out"
-    proc = run_cli("render", str(snap), "-o", str(out_dir))
+    proc = invoke("render", str(snap), "-o", str(out_dir))
     assert proc.returncode == 2
-    assert proc.stdout == b""
+    assert proc.stdout_bytes == b""
     assert not out_dir.exists() or not any(out_dir.iterdir())
 
 
 def test_invalid_settings_secret_value(tmp_path):
     bad = tmp_path / "settings.yaml"
     bad.write_text(yaml.safe_dump(_settings_secret(**{"instance-type-mixed-on-node": "maybe"})))
-    proc = run_cli("render", "fixtures/demo", str(bad))
-    err = proc.stderr.decode(errors="replace")
+    proc = invoke("render", "fixtures/demo", str(bad))
+    err = proc.stderr
     assert proc.returncode == 2, err
-    assert proc.stdout == b""
+    assert proc.stdout_bytes == b""
     assert "Traceback" not in err
     assert "gpustack-settings" in err and "instance-type-mixed-on-node" in err
 
@@ -1350,19 +1339,19 @@ def test_invalid_settings_secret_value(tmp_path):
     ],
 )
 def test_usage_errors_exit_2(args):
-    proc = run_cli("render", "fixtures/demo", *args)
-    err = proc.stderr.decode(errors="replace")
+    proc = invoke("render", "fixtures/demo", *args)
+    err = proc.stderr
     assert proc.returncode == 2, err
-    assert proc.stdout == b""
+    assert proc.stdout_bytes == b""
     assert "Traceback" not in err
     assert err.strip()
 
 
 def test_missing_snapshot_path_exit_2(tmp_path):
-    proc = run_cli("render", str(tmp_path / "does-not-exist.yaml"))
+    proc = invoke("render", str(tmp_path / "does-not-exist.yaml"))
     assert proc.returncode == 2
-    assert proc.stdout == b""
-    assert b"Traceback" not in proc.stderr
+    assert proc.stdout_bytes == b""
+    assert "Traceback" not in proc.stderr
 
 
 def test_conflicting_duplicate_is_input_error(tmp_path):
@@ -1370,9 +1359,9 @@ def test_conflicting_duplicate_is_input_error(tmp_path):
     node = copy.deepcopy(next(o for o in objs if o["metadata"]["name"] == "node-cpu"))
     node["status"]["capacity"]["cpu"] = "32"
     extra = write_snapshot(tmp_path / "dup", [node])
-    proc = run_cli("render", "fixtures/demo", str(extra))
-    err = proc.stderr.decode(errors="replace")
+    proc = invoke("render", "fixtures/demo", str(extra))
+    err = proc.stderr
     assert proc.returncode == 2, err
-    assert proc.stdout == b""
+    assert proc.stdout_bytes == b""
     assert "Node/node-cpu" in err
     assert "Traceback" not in err
