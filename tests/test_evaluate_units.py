@@ -98,8 +98,8 @@ def test_preset_tier(rules: Rules, manufacturer: str, product: str, expected: st
     assert PresetMatcher(rules, NameNormaliser(rules)).tier(manufacturer, product) == expected
 
 
-def test_profile_of_levels() -> None:
-    assert profile_of_levels(["kubernetes.io/hostname"]) == "fnv64-87bf574bea2a4f23"
-    two = profile_of_levels(["topology.kubernetes.io/zone", "kubernetes.io/hostname"])
-    assert two != profile_of_levels(["topology.kubernetes.io/zonekubernetes.io/hostname"])
+def test_profile_of_levels(rules: Rules) -> None:
+    assert profile_of_levels(rules, ["kubernetes.io/hostname"]) == "fnv64-87bf574bea2a4f23"
+    two = profile_of_levels(rules, ["topology.kubernetes.io/zone", "kubernetes.io/hostname"])
+    assert two != profile_of_levels(rules, ["topology.kubernetes.io/zonekubernetes.io/hostname"])
     assert len(two) == len("fnv64-") + 16

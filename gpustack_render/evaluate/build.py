@@ -10,7 +10,7 @@ from gpustack_render.errors import Diagnostics, Problem, UserError
 from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
                                             build_pools, build_topologies, derive_instance_types)
 from gpustack_render.evaluate.flavors import FlavorBuilder
-from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeEvaluator, NodeFacts
+from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts
 from gpustack_render.k8s import valid_label_value, valid_qualified_name
 from gpustack_render.snapshot.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
@@ -28,6 +28,7 @@ class Evaluation:
 
 def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
     problems: list[Problem] = []
+    assert rules.vocabulary is not None and rules.derive_instance_types is not None
     nodes = NodeEvaluator(rules, settings, diag)
     flavors = FlavorBuilder(rules, settings, diag)
     plan = Plan()
@@ -40,12 +41,12 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
                              for p in problems[before:]]
         facts_list.append(facts)
         plan.node_features.append(NodeFeaturePlan(
-            rules.node_feature_name.render({"node": name}), "gpustack-system", name,
+            rules.node_feature_name.render({"node": name}), rules.vocabulary.nodeFeatureNamespace, name,
             dict(sorted(facts.feature_labels.items()))))
         flavors.add_node(facts, node)
     if problems:
         raise UserError(problems)
-    aware = settings["instance-type-aware-cpu-manufacturer"]
+    aware = rules.is_aware(settings)
     plan.flavors = flavors.flavors()
     plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag)
     for flavor in plan.flavors:
@@ -57,7 +58,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     plan.admission_checks = build_admission_checks(rules)
     pools = build_pools(plan.flavors, rules, aware)
     presets = PresetMatcher(rules, nodes.names)
-    if settings["instance-type-derived-from-node"]:
+    if rules.derive_instance_types({}, settings):
         plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets)
     queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(facts_list, plan.flavors),
                           missing, diag)
@@ -73,7 +74,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
             if deleting and name not in snapshot.cluster_queues:
                 continue  # Kueue already removed the queue of a deleted InstanceType: nothing to render
             spec = it.spec
-            sources[name] = (spec.generalGroup or "generic", spec.acceleratorGroup, spec.acceleratable,
+            sources[name] = (spec.generalGroup or rules.generic_group, spec.acceleratorGroup, spec.acceleratable,
                              spec.os, spec.arch, spec.inactive, deleting)
     plan.cluster_queues = [queues.build(name, *sources[name]) for name in sorted(sources)]
     report_finalizing_flavors(plan, snapshot, rules, diag)
@@ -90,7 +91,7 @@ def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rule
     problems = []
     accelerator_group = spec.acceleratorGroup if spec.acceleratable else ""
     checks = (("spec.acceleratorGroup", accelerator_group, rules.normalisation.aKey.labelPrefix),
-              ("spec.generalGroup", spec.generalGroup, GENERAL_PREFIX))
+              ("spec.generalGroup", spec.generalGroup, rules.vocabulary.generalGroupPrefix))  # type: ignore[union-attr]
     for path, group, prefix in checks:
         if group and not valid_qualified_name(prefix + group):
             problems.append(Problem(f"{group!r} does not make a valid label key {prefix}{group}",

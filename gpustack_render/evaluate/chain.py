@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from gpustack_render.errors import Diagnostics, UserError
-from gpustack_render.evaluate.nodes import GENERAL_PREFIX, NodeFacts, profile_of_levels
+from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts, profile_of_levels
 from gpustack_render.evaluate.plan import (AdmissionCheckPlan, CatalogItemPlan, FlavorPlan, InstanceTypePlan,
                                            LocalQueuePlan, Plan, PoolPlan, TopologyPlan)
 from gpustack_render.evaluate.presets import PresetMatcher
@@ -23,7 +23,7 @@ def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot,
                      diag: Diagnostics) -> tuple[list[TopologyPlan], set[str]]:
     """One Topology per distinct live profile; returns also the profiles that cannot be rendered."""
     configured = list(rules.topology_levels)
-    configured_profile = profile_of_levels(configured)
+    configured_profile = profile_of_levels(rules, configured)
     plans, missing = [], set()
     for profile in sorted({f.profile for f in facts}):
         name = rules.topology_name.render({"profile": profile})
@@ -31,7 +31,7 @@ def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot,
         existing = snapshot.topologies.get(name)
         if levels is None and existing is not None:
             theirs = [lvl.nodeLabel for lvl in existing.spec.levels]
-            if theirs and profile_of_levels(theirs) == profile:
+            if theirs and profile_of_levels(rules, theirs) == profile:
                 levels = theirs
         if levels is None:
             diag.warn(f"Topology/{name}: no topology levels hash to profile {profile}; it cannot be rendered "
@@ -129,7 +129,7 @@ def build_catalog(pools: list[PoolPlan], snapshot: Snapshot, aware: bool) -> lis
             product, family = notes.get("product", ""), notes.get("family", "")
         else:
             sliceable = False
-            manufacturer = notes.get("manufacturer", "") if aware else "generic"
+            manufacturer = notes.get("manufacturer", "") if aware else pool.general_group  # the fixed group
             product, family = (notes.get("product", ""), notes.get("family", "")) if aware else ("", "")
         items.append(CatalogItemPlan(
             name=name, general_group=pool.general_group, accelerator_group=pool.accelerator_group,
@@ -156,26 +156,30 @@ def _sliceable(akey: str, nodes: list[str], snapshot: Snapshot) -> bool:
 
 
 def queue_labels(general_group: str, accelerator_group: str, acceleratable: bool, os: str, arch: str,
-                 aware: bool, akey_prefix: str) -> dict[str, str]:
-    labels = {"feature.gpustack.ai/acceleratable": "true" if acceleratable else "false",
-              "resource.gpustack.ai/type": "instancetypes"}
+                 aware: bool, rules: Rules) -> dict[str, str]:
+    """§2.2: a ClusterQueue's labels, keys from the Vocabulary (the fixed generic group makes none)."""
+    vocab = rules.vocabulary
+    assert vocab is not None
+    labels = {vocab.acceleratableLabel: "true" if acceleratable else "false", vocab.queueType.key: vocab.queueType.queue}
     if os:
-        labels["kubernetes.io/os"] = os
+        labels[OS_LABEL] = os
     if arch:
-        labels["kubernetes.io/arch"] = arch
+        labels[ARCH_LABEL] = arch
     if acceleratable and accelerator_group:
-        labels[akey_prefix + accelerator_group] = "true"
-    if aware and general_group and general_group != "generic":
-        labels[GENERAL_PREFIX + general_group] = "true"
+        labels[rules.normalisation.aKey.labelPrefix + accelerator_group] = "true"
+    if aware and general_group and general_group != rules.generic_group:
+        labels[vocab.generalGroupPrefix + general_group] = "true"
     return dict(sorted(labels.items()))
 
 
-def flavor_selector(labels: Mapping[str, str], akey_prefix: str) -> dict[str, str]:
+def flavor_selector(labels: Mapping[str, str], rules: Rules) -> dict[str, str]:
     """§2.4 step 1: the pairs a flavor's metadata.labels must contain to be selected."""
-    keep = {"kubernetes.io/os", "kubernetes.io/arch", "feature.gpustack.ai/acceleratable"}
-    selector = {k: v for k, v in labels.items()
-                if k in keep or ((k.startswith(GENERAL_PREFIX) or k.startswith(akey_prefix)) and v == "true")}
-    selector["resource.gpustack.ai/type"] = "nodes"
+    vocab = rules.vocabulary
+    assert vocab is not None
+    keep = {OS_LABEL, ARCH_LABEL, vocab.acceleratableLabel}
+    prefixes = (vocab.generalGroupPrefix, rules.normalisation.aKey.labelPrefix)
+    selector = {k: v for k, v in labels.items() if k in keep or (k.startswith(prefixes) and v == "true")}
+    selector[vocab.queueType.key] = vocab.queueType.flavor
     return selector
 
 

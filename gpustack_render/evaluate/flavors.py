@@ -7,17 +7,10 @@ from typing import Mapping
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, UserError
-from gpustack_render.evaluate.nodes import (ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL,
-                                            PROFILE_LABEL, NodeFacts)
+from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.evaluate.plan import FlavorPlan
 from gpustack_render.rules import FlavorKind, Rules
-
-NOTE_PREFIX = "note.gpustack.ai/"
-CPU_ANNOTATION = "feature.gpustack.ai/"
-_CPU_DETAIL = (("physicalCores", "cpu-physical-cores"), ("threadsPerPhysicalCore", "cpu-threads-per-core"),
-               ("logicalCores", "cpu-logical-cores"), ("stepping", "cpu-stepping"), ("clockSpeed", "cpu-hz"),
-               ("maxClockSpeed", "cpu-boost-freq"), ("cacheLine", "cpu-cache-line"))
-_CACHE = (("l1i", "cpu-cache-l1i"), ("l1d", "cpu-cache-l1d"), ("l2", "cpu-cache-l2"), ("l3", "cpu-cache-l3"))
+from gpustack_render.rules.schema import CpuAnnotations
 
 
 def _present(value: str | None) -> str:
@@ -25,26 +18,28 @@ def _present(value: str | None) -> str:
     return "" if not value or value.startswith("@") else value
 
 
-def cpu_detail(annotations: Mapping[str, str], gmanu: str, accelerated: bool) -> str:
+def cpu_detail(annotations: Mapping[str, str], gmanu: str, accelerated: bool, cpu: CpuAnnotations) -> str:
+    """The ``cpuDetail`` note: the Vocabulary ``cpuAnnotations`` read off the Node, in their order."""
     detail: dict[str, object] = {}
     if accelerated:
-        for key, value in (("manufacturer", gmanu),
-                           ("product", annotations.get(CPU_ANNOTATION + "cpu-name")),
-                           ("family", annotations.get(CPU_ANNOTATION + "cpu-family"))):
+        for key, value in (("manufacturer", gmanu), ("product", annotations.get(cpu.product)),
+                           ("family", annotations.get(cpu.family))):
             if _present(value):
                 detail[key] = value
-    for key, source in _CPU_DETAIL:
-        if value := _present(annotations.get(CPU_ANNOTATION + source)):
+    for key, source in cpu.detail.items():
+        if value := _present(annotations.get(source)):
             detail[key] = value
-    detail["cache"] = {key: value for key, source in _CACHE
-                       if (value := _present(annotations.get(CPU_ANNOTATION + source)))}
+    detail["cache"] = {key: value for key, source in cpu.cache.items()
+                       if (value := _present(annotations.get(source)))}
     return json.dumps(detail, separators=(",", ":"), ensure_ascii=False)
 
 
 class FlavorBuilder:
     def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics) -> None:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
-        self.aware = settings["instance-type-aware-cpu-manufacturer"]
+        self.aware = rules.is_aware(settings)
+        assert rules.vocabulary is not None
+        self.vocab = rules.vocabulary
         self._groups: dict[tuple[str, tuple[object, ...]], FlavorPlan] = {}
         self._names: dict[str, tuple[str, tuple[object, ...]]] = {}
         self._akey_prefix = rules.normalisation.aKey.labelPrefix
@@ -102,13 +97,14 @@ class FlavorBuilder:
                 file=self.rules.origins.get(f"Naming:{rule}", ""), obj=f"ResourceFlavor/{name}")
 
     def _node_labels(self, kind: FlavorKind, facts: NodeFacts, akey: str, count: int) -> dict[str, str]:
+        general = self.vocab.generalGroupPrefix
         labels = {self.rules.managed_key: "true", OS_LABEL: facts.os, ARCH_LABEL: facts.arch,
-                  GENERAL_PREFIX + facts.gkey: "true", PROFILE_LABEL: facts.profile}
+                  general + facts.gkey: "true", self.vocab.topologyProfile.label: facts.profile}
         if akey:
             labels[self._akey_prefix + akey] = "true"
             labels[f"{self._akey_prefix}{akey}.count"] = str(count)
         else:
-            labels[f"{GENERAL_PREFIX}{facts.gkey}.count"] = str(count)
+            labels[f"{general}{facts.gkey}.count"] = str(count)
             if kind.pin_cpu_only and kind.pin_cpu_only(facts.facts, self.settings):
                 labels[self.rules.cpu_only_key] = "true"
         return dict(sorted(labels.items()))
@@ -125,23 +121,25 @@ class FlavorBuilder:
                          cores=_present(labels.get(prefix + ".cores")))
         else:
             notes.update(manufacturer=facts.gmanu,
-                         product=_present(annotations.get(CPU_ANNOTATION + "cpu-name")),
-                         family=_present(annotations.get(CPU_ANNOTATION + "cpu-family")))
+                         product=_present(annotations.get(self.vocab.cpuAnnotations.product)),
+                         family=_present(annotations.get(self.vocab.cpuAnnotations.family)))
         notes["topologyProfile"] = facts.profile
         if not akey or self.aware:
-            notes["cpuDetail"] = cpu_detail(annotations, facts.gmanu, bool(akey))
+            notes["cpuDetail"] = cpu_detail(annotations, facts.gmanu, bool(akey), self.vocab.cpuAnnotations)
         return {k: v for k, v in notes.items() if v}
 
     def flavors(self) -> list[FlavorPlan]:
         out = []
+        vocab, general = self.vocab, self.vocab.generalGroupPrefix
         for flavor in self._groups.values():
-            own = (self._akey_prefix + flavor.akey) if flavor.accelerated else GENERAL_PREFIX + flavor.gkey
+            own = (self._akey_prefix + flavor.akey) if flavor.accelerated else general + flavor.gkey
             labels = {own: "true", f"{own}.count": str(flavor.count), f"{own}.capacity": str(flavor.capacity),
-                      ACCELERATABLE_LABEL: "true" if flavor.accelerated else "false",
-                      OS_LABEL: flavor.os, ARCH_LABEL: flavor.arch, "resource.gpustack.ai/type": "nodes",
-                      PROFILE_LABEL: flavor.profile}
+                      vocab.acceleratableLabel: "true" if flavor.accelerated else "false",
+                      OS_LABEL: flavor.os, ARCH_LABEL: flavor.arch, vocab.queueType.key: vocab.queueType.flavor,
+                      vocab.topologyProfile.label: flavor.profile}
             if flavor.accelerated:
-                labels[GENERAL_PREFIX + flavor.gkey] = "true"
+                labels[general + flavor.gkey] = "true"
+            flavor.note_prefix = vocab.notePrefix
             flavor.labels = dict(sorted(labels.items()))
             flavor.nodes.sort()
             out.append(flavor)

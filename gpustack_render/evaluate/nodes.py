@@ -6,26 +6,22 @@ repeat a handful of machine types.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
 from gpustack_render.evaluate.names import NameNormaliser
-from gpustack_render.k8s import LABEL_NAME, fnv1a64_hex, quantity_ceil, valid_label_value
+from gpustack_render.k8s import LABEL_NAME, quantity_ceil, valid_label_value
 from gpustack_render.rules import Rules
 
-GENERAL_PREFIX = "general.feature.gpustack.ai/"
-ACCELERATABLE_LABEL = "feature.gpustack.ai/acceleratable"
-PROFILE_LABEL = "topology.gpustack.ai/profile"
-OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"
-_PROFILE_RE = re.compile(r"^fnv64-[0-9a-f]{16}$")
+OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"  # Kubernetes' well-known labels
 
 
-def profile_of_levels(levels: tuple[str, ...] | list[str]) -> str:
-    """``fnv64-`` + FNV-1a 64 of the level keys joined by NUL (stage3-node.md §7)."""
-    return "fnv64-" + fnv1a64_hex("\x00".join(levels))
+def profile_of_levels(rules: Rules, levels: tuple[str, ...] | list[str]) -> str:
+    """The Vocabulary ``topologyProfile.format`` over the level keys joined by NUL (stage3-node.md §7)."""
+    assert rules.profile_format is not None
+    return rules.profile_format.render({"levels": "\x00".join(levels)})
 
 
 @dataclass
@@ -51,7 +47,11 @@ class NodeEvaluator:
     def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics) -> None:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
         self.names = NameNormaliser(rules)
-        self.default_profile = profile_of_levels(rules.topology_levels)
+        self.default_profile = profile_of_levels(rules, rules.topology_levels)
+        vocab = rules.vocabulary
+        assert vocab is not None and rules.profile_pattern is not None
+        self._general, self._acceleratable = vocab.generalGroupPrefix, vocab.acceleratableLabel
+        self._profile_label, self._profile_re = vocab.topologyProfile.label, rules.profile_pattern
         self._gkey_cache: dict[tuple[str, str, str, str], str] = {}
         norm = rules.normalisation
         self._akey_prefix, self._akey_value = norm.aKey.labelPrefix, norm.aKey.value
@@ -113,7 +113,7 @@ class NodeEvaluator:
         cpu = (node.status.capacity or {}).get("cpu")
         cpu_count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
         akeys = self.akeys(labels)
-        has_accel = labels.get(ACCELERATABLE_LABEL) == "true" or bool(akeys)
+        has_accel = labels.get(self._acceleratable) == "true" or bool(akeys)
         facts: dict[str, object] = {"hasAccelerator": has_accel, "cpuCount": cpu_count}
 
         feature: dict[str, str] = {}
@@ -122,10 +122,11 @@ class NodeEvaluator:
             feature[self.rules.managed_key] = current_managed
         elif self.rules.managed_stamp_when(facts, self.settings):
             feature[self.rules.managed_key] = self.rules.managed_stamp_value
-        feature[GENERAL_PREFIX + gmanu] = "true"
-        feature[GENERAL_PREFIX + gkey] = "true"
+        general = self._general
+        feature[general + gmanu] = "true"
+        feature[general + gkey] = "true"
         if cpu_count > 0:
-            feature[f"{GENERAL_PREFIX}{gkey}.count"] = str(cpu_count)
+            feature[f"{general}{gkey}.count"] = str(cpu_count)
         if self.rules.cpu_only_when(facts, self.settings):
             feature[self.rules.cpu_only_key] = "true"
         for key, value in feature.items():
@@ -134,16 +135,17 @@ class NodeEvaluator:
                                         path=f"metadata.labels.{key}"))
 
         converged = {k: v for k, v in labels.items()
-                     if not k.startswith(GENERAL_PREFIX) and k != self.rules.cpu_only_key}
+                     if not k.startswith(general) and k != self.rules.cpu_only_key}
         converged.update(feature)
-        profile = labels.get(PROFILE_LABEL, "")
+        profile_label = self._profile_label
+        profile = labels.get(profile_label, "")
         if profile:
-            if not _PROFILE_RE.match(profile):
-                problems.append(Problem(f"{profile!r} does not match ^fnv64-[0-9a-f]{{16}}$", obj=label,
-                                        path=f"metadata.labels.{PROFILE_LABEL}"))
+            if not self._profile_re.match(profile):
+                problems.append(Problem(f"{profile!r} does not match {self._profile_re.pattern}", obj=label,
+                                        path=f"metadata.labels.{profile_label}"))
         else:
             profile = self.default_profile
-            converged[PROFILE_LABEL] = profile
+            converged[profile_label] = profile
             for level in self._levels_to_check:
                 if level not in labels:
                     self.diag.warn(f"{label}: lacks topology level label {level}; it still gets profile "

@@ -23,6 +23,7 @@ class FlavorPlan:
     labels: dict[str, str] = field(default_factory=dict)
     node_labels: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    note_prefix: str = ""  # Vocabulary notePrefix: the template writes each note as <note_prefix><note>
 
     @property
     def capacity(self) -> int:

@@ -14,7 +14,6 @@ from gpustack_render.k8s import format_decimal_si
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
 
-TAS_ANNOTATION = "topology.gpustack.ai/tas-queue"
 
 
 class NodeMatcher:
@@ -44,15 +43,14 @@ class QueueBuilder:
         rendered = {f.name for f in flavors}
         self.finalizing = {name for name in snapshot.resource_flavors
                            if name not in rendered and name.startswith(rules.resource_flavor_prefix)}
-        self.aware = settings["instance-type-aware-cpu-manufacturer"]
+        self.aware = rules.is_aware(settings)
         self.akey_prefix = rules.normalisation.aKey.labelPrefix
         self.M = rules.units_per_accelerator
 
     def build(self, name: str, general_group: str, accelerator_group: str, acceleratable: bool, os: str,
               arch: str, inactive: bool, it_deleting: bool = False) -> ClusterQueuePlan:
-        labels = queue_labels(general_group, accelerator_group, acceleratable, os, arch, self.aware,
-                              self.akey_prefix)
-        selector = flavor_selector(labels, self.akey_prefix).items()
+        labels = queue_labels(general_group, accelerator_group, acceleratable, os, arch, self.aware, self.rules)
+        selector = flavor_selector(labels, self.rules).items()
         selected = sorted((f for f in self.flavors if selector <= f.labels.items() and f.capacity > 0),
                           key=flavor_order)
         existing = self.snapshot.cluster_queues.get(name)
@@ -78,7 +76,7 @@ class QueueBuilder:
         plan.stop_policy, why = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         decisions.append(why)
         if plan.flavors or plan.kept_resource_groups:
-            plan.annotations[TAS_ANNOTATION] = "true"
+            plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"  # type: ignore[union-attr]
         facts = {"acceleratable": acceleratable}
         plan.admission_checks = [c.name for c in self.rules.admission_checks
                                  if c.when(facts, self.settings) and self._check_active(c.name)]

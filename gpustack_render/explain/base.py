@@ -132,6 +132,8 @@ class Explainer:
         self.templates_dir = templates_dir or default_templates_dir()
         self.names = NameNormaliser(ctx.rules)
         self.akey_prefix = ctx.rules.normalisation.aKey.labelPrefix
+        assert ctx.rules.vocabulary is not None
+        self.vocab = ctx.rules.vocabulary  # label keys and values, from rules/vocabulary.yaml
 
     # --- where things come from ------------------------------------------------------------------
     def rule(self, kind: str, *path: str | int, value: Any = None) -> str:
@@ -162,6 +164,24 @@ class Explainer:
         elif source == "--set":
             detail = ""
         return f"setting {name}={show(value)} ({source}{': ' + detail if detail else ''})"
+
+    def named(self, *entries: str) -> tuple[str, ...]:
+        """The settings the conditions of these rule entries name (``"Grouping:aware"``; a trailing
+        ``*`` takes every entry under the prefix), in order: explain names no setting itself."""
+        names: dict[str, None] = {}
+        for entry in entries:
+            keys = [k for k in self.rules.setting_refs if k.startswith(entry[:-1])] if entry.endswith("*") else [entry]
+            for key in keys:
+                names.update(dict.fromkeys(self.rules.settings_of(key)))
+        return tuple(names)
+
+    def named_one(self, entry: str) -> str:
+        """The setting of a rule entry, for a sentence (its names joined when it has several)."""
+        return ", ".join(self.named(entry)) or entry
+
+    def settings_of(self, *entries: str) -> list[str]:
+        """:meth:`setting` of every setting the rule entries name."""
+        return [self.setting(name) for name in self.named(*entries)]
 
     def settings_report(self, report: Report, names: Iterable[str]) -> None:
         for name in names:

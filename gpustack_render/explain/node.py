@@ -6,7 +6,7 @@ from typing import Any
 
 from gpustack_render.rules import schema
 from gpustack_render.errors import Diagnostics
-from gpustack_render.evaluate.nodes import ARCH_LABEL, GENERAL_PREFIX, OS_LABEL, PROFILE_LABEL, NodeFacts
+from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.explain.base import Explainer, Report, Section, holds, reasons, show, show_quantity
 from gpustack_render.k8s import format_decimal_si
 
@@ -128,11 +128,11 @@ def managed_text(x: Explainer, facts: NodeFacts) -> tuple[str, list[str]]:
     elif cond is not None and holds(cond, facts.facts, x.settings):
         why = (f"the Node has no {rules.managed_key} label; the NodeFeature stamps {show(rules.managed_stamp_value)} "
                f"because stampWhen holds")
-        origins.append(x.setting("node-management-manual"))
+        origins.extend(x.settings_of("Grouping:managedLabel.stampWhen"))
     else:
         why = (f"the Node has no {rules.managed_key} label and stampWhen does not hold "
                f"({'; '.join(reasons(cond, facts.facts, x.settings))}): the key is omitted")
-        origins.append(x.setting("node-management-manual"))
+        origins.extend(x.settings_of("Grouping:managedLabel.stampWhen"))
     state = "managed" if facts.managed else "NOT managed"
     converged = facts.converged.get(rules.managed_key)
     return (f"{state}: converged {rules.managed_key}={show(converged) if converged is not None else '(absent)'}; "
@@ -153,12 +153,12 @@ def explain_node(x: Explainer, name: str) -> Report:
     state.add(text, *origins)
     state.add(f"os/arch: {OS_LABEL}={show(facts.os) if facts.os else '(absent)'}, "
               f"{ARCH_LABEL}={show(facts.arch) if facts.arch else '(absent)'}")
-    own_profile = (node.metadata.labels or {}).get(PROFILE_LABEL, "")
+    own_profile = (node.metadata.labels or {}).get(x.vocab.topologyProfile.label, "")
     if own_profile:
-        state.add(f"topology profile {facts.profile}: the Node's own label {PROFILE_LABEL}")
+        state.add(f"topology profile {facts.profile}: the Node's own label {x.vocab.topologyProfile.label}")
     else:
         state.add(f"topology profile {facts.profile}: computed from the topology levels "
-                  f"{', '.join(rules.topology_levels)} (the Node has no {PROFILE_LABEL} label)",
+                  f"{', '.join(rules.topology_levels)} (the Node has no {x.vocab.topologyProfile.label} label)",
                   x.rule("Topology", "levels"))
     topology = rules.topology_name.render({"profile": facts.profile})
     if not any(t.name == topology for t in x.plan.topologies):
@@ -166,7 +166,7 @@ def explain_node(x: Explainer, name: str) -> Report:
     cpu = (node.status.capacity or {}).get("cpu")
     state.add(f"CPU count {facts.cpu_count}: status.capacity.cpu={show_quantity(cpu) if cpu is not None else '(absent)'}"
               f" rounded up")
-    state.add(f"has an accelerator: {show(facts.has_accelerator)} (label feature.gpustack.ai/acceleratable=\"true\" "
+    state.add(f"has an accelerator: {show(facts.has_accelerator)} (label {x.vocab.acceleratableLabel}=\"true\" "
               f"or at least one aKey)")
     state.add("condition facts: " + ", ".join(f"{k}={show(v)}" for k, v in sorted(facts.facts.items())))
 
@@ -179,8 +179,7 @@ def explain_node(x: Explainer, name: str) -> Report:
 
     _flavors_section(x, report, facts)
     _capacity_section(x, report, facts)
-    x.settings_report(report, ("node-management-manual", "instance-type-mixed-on-node",
-                               "instance-type-aware-cpu-manufacturer"))
+    x.settings_report(report, x.named("Grouping:managedLabel.stampWhen", "Grouping:cpuOnlyLabel.when", "Grouping:aware"))
     return report
 
 
@@ -233,7 +232,7 @@ def _flavors_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
     else:
         why = "; ".join(reasons(cpu_cond, facts.facts, x.settings)) or "contributes does not hold"
         section.add(f"feeds no CPU flavor: {why}", cpu_origin,
-                    *(x.setting("instance-type-mixed-on-node") for _ in [0] if "instance-type-mixed-on-node" in why))
+                    *(x.setting(n) for n in x.named("Grouping:flavor.cpu.contributes") if n in why))
     accel_cond = grouping.flavor.accelerated.contributes if grouping else None
     accel_origin = x.rule("Grouping", "flavor", "accelerated", "contributes")
     for akey in facts.akeys:
@@ -360,17 +359,17 @@ def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
     }
     labels_path = ("spec", "labels")
     prov[labels_path + (rules.managed_key,)] = [managed, *managed_origins]
-    prov[labels_path + (GENERAL_PREFIX + facts.gmanu,)] = [f"gManu {facts.gmanu}: the gKey up to its first '-'"]
-    prov[labels_path + (GENERAL_PREFIX + facts.gkey,)] = [f"gKey {facts.gkey} (derivation below)",
+    prov[labels_path + (x.vocab.generalGroupPrefix + facts.gmanu,)] = [f"gManu {facts.gmanu}: the gKey up to its first '-'"]
+    prov[labels_path + (x.vocab.generalGroupPrefix + facts.gkey,)] = [f"gKey {facts.gkey} (derivation below)",
                                                           x.rule("Normalisation", "gKey")]
     cpu = (node.status.capacity or {}).get("cpu")
-    prov[labels_path + (f"{GENERAL_PREFIX}{facts.gkey}.count",)] = [
+    prov[labels_path + (f"{x.vocab.generalGroupPrefix}{facts.gkey}.count",)] = [
         x.node_ref(plan_item.node, f"status.capacity.cpu={show_quantity(cpu)} rounded up")]
     grouping = rules.models.get("Grouping")
     if grouping is not None:
         prov[labels_path + (rules.cpu_only_key,)] = [
             x.rule("Grouping", "cpuOnlyLabel", "when") + f" {grouping.cpuOnlyLabel.when and _describe(grouping.cpuOnlyLabel.when)}",
-            x.setting("instance-type-mixed-on-node")]
+            *x.settings_of("Grouping:cpuOnlyLabel.when")]
     x.attach_fields(report, obj, prov)
     if grouping is not None and rules.cpu_only_key not in facts.feature_labels:
         report.section("Not written").add(
@@ -378,7 +377,7 @@ def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
             + "; ".join(reasons(grouping.cpuOnlyLabel.when, facts.facts, x.settings)) + ")",
             x.rule("Grouping", "cpuOnlyLabel", "when"))
     gkey_section(x, report, facts)
-    x.settings_report(report, ("node-management-manual", "instance-type-mixed-on-node"))
+    x.settings_report(report, x.named("Grouping:managedLabel.stampWhen", "Grouping:cpuOnlyLabel.when"))
     return report
 
 

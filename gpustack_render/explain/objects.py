@@ -7,13 +7,10 @@ import re
 from typing import Any
 
 from gpustack_render.evaluate.chain import flavor_order, flavor_selector
-from gpustack_render.evaluate.flavors import CPU_ANNOTATION
-from gpustack_render.evaluate.nodes import ACCELERATABLE_LABEL, ARCH_LABEL, GENERAL_PREFIX, OS_LABEL, PROFILE_LABEL
+from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
 from gpustack_render.explain.base import Explainer, Report, describe, holds, reasons, show
 from gpustack_render.k8s import format_decimal_si
-
-NOTE_PREFIX = "note.gpustack.ai/"
 
 
 def _fmt_origin(x: Explainer, kind: str, path: tuple[str | int, ...], source: str, values: dict[str, Any]) -> str:
@@ -24,6 +21,14 @@ def _fmt_origin(x: Explainer, kind: str, path: tuple[str | int, ...], source: st
 
 # --- ResourceFlavor ------------------------------------------------------------------------------
 
+def _cpu_annotations(x: Explainer) -> str:
+    """The cpuDetail note's source annotations, shortened to their common start (``…/cpu-*``)."""
+    import os
+    keys = [*x.vocab.cpuAnnotations.detail.values(), *x.vocab.cpuAnnotations.cache.values()]
+    common = os.path.commonprefix(keys) if keys else ""
+    return f"{common}*" if len(keys) > 1 else ", ".join(keys)
+
+
 def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     rules = x.rules
     kind_name = "accelerated" if flavor.accelerated else "cpu"
@@ -31,7 +36,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     values = {"gKey": flavor.gkey, "gManu": flavor.gmanu, "aKey": flavor.akey, "manufacturer": flavor.manufacturer,
               "os": flavor.os, "arch": flavor.arch, "count": flavor.count, "profile": flavor.profile}
     name_source = getattr(rules.naming.resourceFlavor, kind_name)
-    own = (x.akey_prefix + flavor.akey) if flavor.accelerated else GENERAL_PREFIX + flavor.gkey
+    own = (x.akey_prefix + flavor.akey) if flavor.accelerated else x.vocab.generalGroupPrefix + flavor.gkey
     first = flavor.nodes[0] if flavor.nodes else ""
     count_from = (f"label {x.akey_prefix}{flavor.akey}.count" if flavor.accelerated
                   else "status.capacity.cpu rounded up")
@@ -42,11 +47,11 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         ("metadata", "labels", f"{own}.count"): [f"per-Node count: {count_from} of the contributing Nodes"],
         ("metadata", "labels", f"{own}.capacity"): [f"capacity = {len(flavor.nodes)} contributing Node(s) x "
                                                     f"{flavor.count} = {flavor.capacity}", *contributors],
-        ("metadata", "labels", ACCELERATABLE_LABEL): ["accelerated flavor" if flavor.accelerated else "CPU flavor"],
+        ("metadata", "labels", x.vocab.acceleratableLabel): ["accelerated flavor" if flavor.accelerated else "CPU flavor"],
         ("metadata", "labels", OS_LABEL): [f"grouping key os: Node label {OS_LABEL}"],
         ("metadata", "labels", ARCH_LABEL): [f"grouping key arch: Node label {ARCH_LABEL}"],
-        ("metadata", "labels", PROFILE_LABEL): [f"grouping key profile: the Nodes' converged {PROFILE_LABEL}"],
-        ("metadata", "labels", "resource.gpustack.ai/type"): ["fixed: marks a flavor built from Nodes "
+        ("metadata", "labels", x.vocab.topologyProfile.label): [f"grouping key profile: the Nodes' converged {x.vocab.topologyProfile.label}"],
+        ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a flavor built from Nodes "
                                                               "(what ClusterQueues select on)"],
         ("spec", "topologyName"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology, values)],
         ("spec", "nodeLabels"): [f"pins the grouping key on the Nodes; rule {x.rule('Grouping', 'flavor', kind_name, 'key')}"],
@@ -54,26 +59,27 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
                                                     + ": only managed Nodes"],
     }
     if flavor.accelerated:
-        prov[("metadata", "labels", GENERAL_PREFIX + flavor.gkey)] = ["the paired CPU key (gKey) of the contributing "
+        prov[("metadata", "labels", x.vocab.generalGroupPrefix + flavor.gkey)] = ["the paired CPU key (gKey) of the contributing "
                                                                       "Nodes"]
     grouping = rules.models.get("Grouping")
     if not flavor.accelerated and grouping is not None and grouping.flavor.cpu.pinCpuOnly is not None:
         prov[("spec", "nodeLabels", rules.cpu_only_key)] = [
             x.rule("Grouping", "flavor", "cpu", "pinCpuOnly") + f" {describe(grouping.flavor.cpu.pinCpuOnly)}",
-            x.setting("instance-type-mixed-on-node")]
+            *x.settings_of("Grouping:flavor.cpu.pinCpuOnly")]
     node = x.snapshot.nodes.get(first)
     annotations = (node.metadata.annotations or {}) if node else {}
     for note, value in flavor.notes.items():
-        path = ("metadata", "annotations", NOTE_PREFIX + note)
+        path = ("metadata", "annotations", x.vocab.notePrefix + note)
         if note == "cpuDetail":
-            why = [x.node_ref(first, f"annotations {CPU_ANNOTATION}cpu-*")]
+            why = [x.node_ref(first, f"annotations {_cpu_annotations(x)}")]
             if flavor.accelerated:
-                why.append(x.setting("instance-type-aware-cpu-manufacturer"))
+                why.extend(x.settings_of("Grouping:aware"))
             prov[path] = why
         elif note == "product" and not flavor.accelerated:
-            prov[path] = [x.node_ref(first, f"annotation {CPU_ANNOTATION}cpu-name={show(annotations.get(CPU_ANNOTATION + 'cpu-name', ''))}")]
+            product = x.vocab.cpuAnnotations.product
+            prov[path] = [x.node_ref(first, f"annotation {product}={show(annotations.get(product, ''))}")]
         elif note == "family" and not flavor.accelerated:
-            prov[path] = [x.node_ref(first, f"annotation {CPU_ANNOTATION}cpu-family")]
+            prov[path] = [x.node_ref(first, f"annotation {x.vocab.cpuAnnotations.family}")]
         elif note in ("product", "family", "memory", "cores"):
             prov[path] = [x.node_ref(first, f"label {x.akey_prefix}{flavor.akey}.{note}")]
         elif note == "manufacturer":
@@ -109,7 +115,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         if entry is not None:
             queues.add(f"ClusterQueue/{queue.name}: nominalQuota {entry.resource}={entry.nominal_quota}")
             found = True
-        elif flavor_selector(queue.labels, x.akey_prefix).items() <= flavor.labels.items():
+        elif flavor_selector(queue.labels, x.rules).items() <= flavor.labels.items():
             queues.add(f"ClusterQueue/{queue.name} selects it but renders no plan with it: "
                        + (getattr(queue, "refusal", "") or _stop_reason(queue)))
             found = True
@@ -117,7 +123,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         queues.add("no ClusterQueue selects it")
     report.facts.update(kind=kind_name, nodes=list(flavor.nodes), count=flavor.count, capacity=flavor.capacity,
                         groupingKey={k: values.get(k) for k in key_fields})
-    x.settings_report(report, ("instance-type-mixed-on-node", "instance-type-aware-cpu-manufacturer"))
+    x.settings_report(report, x.named("Grouping:flavor.cpu.pinCpuOnly", "Grouping:aware"))
     return report
 
 
@@ -133,7 +139,7 @@ def _instance_type_source(x: Explainer, name: str) -> tuple[str, dict[str, Any]]
         if name in types:
             spec = types[name].spec
             return "deleting" if deleting else "snapshot", {
-                "generalGroup": spec.generalGroup or "generic", "acceleratorGroup": spec.acceleratorGroup,
+                "generalGroup": spec.generalGroup or x.rules.generic_group, "acceleratorGroup": spec.acceleratorGroup,
                 "acceleratable": spec.acceleratable, "os": spec.os, "arch": spec.arch, "inactive": spec.inactive}
     return "unknown", {}
 
@@ -148,17 +154,17 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         it_ref = x.snap_ref("InstanceType", queue.name) + (" (being deleted)" if origin == "deleting" else "")
     else:
         it_ref = f"InstanceType/{queue.name}"
-    aware = x.settings.get("instance-type-aware-cpu-manufacturer", False)
-    acceleratable = queue.labels.get(ACCELERATABLE_LABEL) == "true"
-    selector = flavor_selector(queue.labels, x.akey_prefix)
+    aware = x.rules.is_aware(x.settings)
+    acceleratable = queue.labels.get(x.vocab.acceleratableLabel) == "true"
+    selector = flavor_selector(queue.labels, x.rules)
     prov: dict[Any, list[str]] = {
         ("metadata", "name"): [f"one ClusterQueue per InstanceType, with its name: {it_ref}"],
         ("metadata", "labels"): [f"from {it_ref}"],
-        ("metadata", "labels", ACCELERATABLE_LABEL): [f"spec.acceleratable={show(spec.get('acceleratable'))} of {it_ref}"],
+        ("metadata", "labels", x.vocab.acceleratableLabel): [f"spec.acceleratable={show(spec.get('acceleratable'))} of {it_ref}"],
         ("metadata", "labels", OS_LABEL): [f"spec.os of {it_ref}"],
         ("metadata", "labels", ARCH_LABEL): [f"spec.arch of {it_ref}"],
-        ("metadata", "labels", "resource.gpustack.ai/type"): ["fixed: marks a queue built from an InstanceType"],
-        ("metadata", "annotations", "topology.gpustack.ai/tas-queue"): ["resourceGroups is not empty"],
+        ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a queue built from an InstanceType"],
+        ("metadata", "annotations", x.vocab.tasQueueAnnotation): ["resourceGroups is not empty"],
         ("spec", "stopPolicy"): [_stop_reason(queue)],
         ("spec", "resourceGroups"): ["the snapshot's resource groups, kept verbatim (last good plan): "
                                      + (getattr(queue, "refusal", "") or _stop_reason(queue)),
@@ -187,9 +193,9 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         prov[("metadata", "labels", x.akey_prefix + spec["acceleratorGroup"])] = [
             f"spec.acceleratorGroup={show(spec['acceleratorGroup'])} of {it_ref}"]
     if spec.get("generalGroup"):
-        prov[("metadata", "labels", GENERAL_PREFIX + spec["generalGroup"])] = [
+        prov[("metadata", "labels", x.vocab.generalGroupPrefix + spec["generalGroup"])] = [
             f"spec.generalGroup={show(spec['generalGroup'])} of {it_ref}",
-            x.setting("instance-type-aware-cpu-manufacturer")]
+            *x.settings_of("Grouping:aware")]
     markers = getattr(rules, "lifecycle_markers", None)
     if markers is not None:
         for marker in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold):
@@ -207,9 +213,9 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     for key in ("generalGroup", "acceleratorGroup", "acceleratable", "os", "arch", "inactive"):
         if key in spec:
             it.add(f"{key}: {show(spec[key])}")
-    if not aware and spec.get("generalGroup") not in (None, "", "generic"):
-        it.add("no general.* label: instance-type-aware-cpu-manufacturer is false, so generalGroup is not selected on",
-               x.setting("instance-type-aware-cpu-manufacturer"))
+    if not aware and spec.get("generalGroup") not in (None, "", x.rules.generic_group):
+        it.add(f"no general.* label: {x.named_one('Grouping:aware')} is false, so generalGroup is not selected on",
+               *x.settings_of("Grouping:aware"))
 
     sel = report.section("Flavor selection")
     sel.add("selector (a flavor's metadata.labels must contain all): "
@@ -219,7 +225,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     for flavor in selected:
         sel.add(f"selected {flavor.name}: count {flavor.count}, capacity {flavor.capacity} "
                 f"({len(flavor.nodes)} Node(s): {', '.join(flavor.nodes)})")
-    same_kind = [f for f in x.plan.flavors if f.labels.get(ACCELERATABLE_LABEL) == queue.labels.get(ACCELERATABLE_LABEL)
+    same_kind = [f for f in x.plan.flavors if f.labels.get(x.vocab.acceleratableLabel) == queue.labels.get(x.vocab.acceleratableLabel)
                  and f not in selected]
     for flavor in same_kind[:10]:
         miss = next((f"{k}={show(flavor.labels.get(k))} (wants {show(v)})" for k, v in selector.items()
@@ -294,8 +300,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
                         stopPolicy=queue.stop_policy, decision=_clean(queue.decision),
                         refusal=getattr(queue, "refusal", "") or None,
                         admissionChecks=list(queue.admission_checks))
-    x.settings_report(report, ("instance-type-aware-cpu-manufacturer", "instance-type-derived-from-node",
-                               "instance-type-drain-when-no-flavors"))
+    x.settings_report(report, x.named("Grouping:aware", "Queues:deriveInstanceTypes", "Lifecycle:*"))
     return report
 
 
@@ -362,7 +367,7 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
     from gpustack_render.evaluate.presets import PresetMatcher
     rules = x.rules
     derived = next((it for it in x.plan.instance_types if it.name == name), None)
-    aware = bool(x.settings.get("instance-type-aware-cpu-manufacturer"))
+    aware = x.rules.is_aware(x.settings)
     if derived is None:
         report = Report("InstanceType", name, rendered=False, source_file=x.file_of("InstanceType", name))
         section = report.section("Not rendered")
@@ -377,10 +382,10 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
             it.spec.model_dump(exclude_none=True)
         for key, value in spec.items():
             section.add(f"spec.{key}: {show(value)}")
-        if not x.settings.get("instance-type-derived-from-node", True):
-            section.add("instance-type-derived-from-node is false: no InstanceType is derived",
-                        x.setting("instance-type-derived-from-node"))
-        x.settings_report(report, ("instance-type-derived-from-node",))
+        if not x.rules.derive_instance_types({}, x.settings):  # type: ignore[misc]
+            section.add(f"{x.named_one('Queues:deriveInstanceTypes')} is false: no InstanceType is derived",
+                        *x.settings_of("Queues:deriveInstanceTypes"))
+        x.settings_report(report, x.named("Queues:deriveInstanceTypes"))
         return report
     report = Report("InstanceType", name, template=x.template("InstanceType"))
     pools = {p.name: p for p in build_pools(x.plan.flavors, rules, aware)}
@@ -410,7 +415,7 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
     prov: dict[Any, list[str]] = {
         ("metadata", "name"): [_fmt_origin(x, "Naming", ("pool", split, kind_name),
                                            getattr(getattr(rules.naming.pool, split), kind_name), values),
-                               x.setting("instance-type-aware-cpu-manufacturer")],
+                               *x.settings_of("Grouping:aware")],
         ("metadata", "labels"): ["marks an InstanceType derived from Nodes (create-only)"],
         ("spec", "displayName"): display_why,
         ("spec", "generalGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "generalGroup"),
@@ -427,8 +432,8 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
     }
     x.attach_fields(report, x.render("InstanceType", derived), prov)
     section = report.section("Pool")
-    section.add(f"derived because instance-type-derived-from-node is true and the snapshot has no InstanceType/{name}",
-                x.setting("instance-type-derived-from-node"))
+    section.add(f"derived because {x.named_one('Queues:deriveInstanceTypes')} is true and the snapshot has no "
+                f"InstanceType/{name}", *x.settings_of("Queues:deriveInstanceTypes"))
     if pool is not None:
         for flavor in pool.flavors:
             section.add(f"flavor {flavor.name} (count {flavor.count}, capacity {flavor.capacity})")
@@ -443,7 +448,7 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
                    + (f" (tier {tier})" if tier else " (fallback)"))
     report.facts.update(pool=[f.name for f in pool.flavors] if pool else [], tier=tier,
                         displayName=derived.display_name)
-    x.settings_report(report, ("instance-type-derived-from-node", "instance-type-aware-cpu-manufacturer"))
+    x.settings_report(report, x.named("Queues:deriveInstanceTypes", "Grouping:aware"))
     return report
 
 
@@ -477,7 +482,7 @@ def explain_topology(x: Explainer, item: Any) -> Report:
     report = Report("Topology", item.name, template=x.template("Topology"))
     profile = next((f.profile for f in x.facts.values()
                     if rules.topology_name.render({"profile": f.profile}) == item.name), "")
-    configured = profile_of_levels(list(rules.topology_levels)) == profile
+    configured = profile_of_levels(rules, list(rules.topology_levels)) == profile
     levels_from = ([x.rule("Topology", "levels", value=list(rules.topology_levels)) + " (hash to the profile)"]
                    if configured else [x.snap_ref("Topology", item.name, "spec.levels (hash to the profile; the "
                                                                          "configured levels do not)")])
@@ -490,7 +495,7 @@ def explain_topology(x: Explainer, item: Any) -> Report:
     for facts in sorted(x.facts.values(), key=lambda f: f.name):
         if facts.profile != profile:
             continue
-        own = (x.snapshot.nodes[facts.name].metadata.labels or {}).get(PROFILE_LABEL)
+        own = (x.snapshot.nodes[facts.name].metadata.labels or {}).get(x.vocab.topologyProfile.label)
         section.add(f"{facts.name}: " + ("its own label" if own else "computed from the topology levels"),
                     x.node_ref(facts.name))
     report.facts.update(profile=profile, levels=list(item.levels))

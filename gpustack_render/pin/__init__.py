@@ -15,11 +15,9 @@ from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import valid_qualified_name
 from gpustack_render.pin.workloads import REQUIRED, WorkloadInput
 from gpustack_render.rules import Rules
+from gpustack_render.rules.schema import SettingCondition
 from gpustack_render.snapshot import Snapshot
 
-SETTING = "workload-fit-affinity"
-QUEUE_PREFIX = "gpustack-fnv64-"          # the operator's LocalQueue names (fit-pin.md §1 step 1)
-QUEUE_TYPE_LABEL = ("resource.gpustack.ai/type", "instancetypes")  # marks a ClusterQueue built from an InstanceType
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 Op = dict[str, Any]
@@ -60,9 +58,12 @@ class QueueChain:
                 chain.instance_types.setdefault(name, it.spec.acceleratorGroup)
         return chain
 
-    def resolve(self, namespace: str, queue: str, reserved: frozenset[str] = frozenset()) -> tuple[str | None, str]:
+    def resolve(self, namespace: str, queue: str, queue_type: tuple[str, str],
+                reserved: frozenset[str] = frozenset()) -> tuple[str | None, str]:
         """The InstanceType's accelerator group (the aKey), or ``None`` and why not (§1 step 5).
-        ``reserved`` are the namespaces the rules give no LocalQueue, named when that is the cause."""
+        ``queue_type`` is the label (Vocabulary ``queueType``: key, queue value) that marks a ClusterQueue
+        built from an InstanceType; ``reserved`` are the namespaces the rules give no LocalQueue, named
+        when that is the cause."""
         if (namespace, queue) not in self.local_queues:
             return None, (f"LocalQueue {namespace}/{queue} does not exist (neither rendered nor in the snapshot): "
                           + self._why_no_local_queue(namespace, queue, reserved))
@@ -72,7 +73,7 @@ class QueueChain:
         labels = self.cluster_queues.get(cluster_queue)
         if labels is None:
             return None, f"ClusterQueue {cluster_queue} (of LocalQueue {namespace}/{queue}) does not exist"
-        key, value = QUEUE_TYPE_LABEL
+        key, value = queue_type
         if labels.get(key) != value:
             return None, f"ClusterQueue {cluster_queue} is not labelled {key}={value}"
         if cluster_queue not in self.instance_types:
@@ -186,17 +187,22 @@ def pin_workload(workload: WorkloadInput, rules: Rules, chain: QueueChain, setti
     if not queue:
         result.note = "no spec.queueName, so not an operator queue"
         return result
-    if not queue.startswith(QUEUE_PREFIX):
+    assert rules.local_queue_pattern is not None and rules.workload_fit_when is not None and rules.vocabulary
+    if not rules.local_queue_pattern.match(queue):  # named by Naming localQueue: an operator queue
         result.note = f"queue {queue} is not an operator queue"
         return result
     demanding = [p for p in workload.podsets if p.demand.pins]
     if not demanding:
         result.note = "no PodSet has a demand (sliced units U > 0 or shared cards N >= 2)"
         return result
-    if not settings.get(SETTING, True):
-        result.note = f"setting {SETTING} is false"
+    if not rules.workload_fit_when({}, settings):
+        when = rules.models["Capacity"].workloadFit.when
+        result.note = (f"setting {when.setting} is false" if isinstance(when, SettingCondition) else
+                       f"Capacity workloadFit.when does not hold (settings: "
+                       f"{', '.join(rules.settings_of('Capacity:workloadFit.when')) or 'none'})")
         return result
-    group, reason = chain.resolve(workload.namespace, queue, rules.reserved_namespaces)
+    queue_type = (rules.vocabulary.queueType.key, rules.vocabulary.queueType.queue)
+    group, reason = chain.resolve(workload.namespace, queue, queue_type, rules.reserved_namespaces)
     if group is None:
         result.note = reason
         return result

@@ -174,6 +174,24 @@ class Rules:
     models: dict[str, Any] = field(default_factory=dict)  # kind → validated model (explain)
     diff: schema.DiffRules | None = None  # rules/diff.yaml, checked by rules_compile.check_diff
     output: Mapping[str, KindMetadata] = field(default_factory=dict)  # rendered kind → extra metadata
+    # The operator's vocabulary and the settings reach the stages only through these rule entries.
+    vocabulary: schema.VocabularyRules | None = None   # rules/vocabulary.yaml
+    pool_aware: CompiledCondition | None = None         # Grouping aware: pools split per CPU key
+    derive_instance_types: CompiledCondition | None = None  # Queues deriveInstanceTypes
+    workload_fit_when: CompiledCondition | None = None  # Capacity workloadFit.when: the pin applies
+    setting_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "Kind:path" → settings it names
+    profile_format: NameFormat | None = None            # Vocabulary topologyProfile.format
+    profile_pattern: re.Pattern[str] | None = None      # ... as a matcher (a Node's own profile label)
+    local_queue_pattern: re.Pattern[str] | None = None  # Naming localQueue as a matcher (pin's queue test)
+    generic_group: str = ""  # Grouping pool.whenUnaware.generalGroup: the pool not split per CPU key
+
+    def is_aware(self, settings: Mapping[str, bool]) -> bool:
+        """Grouping ``aware``: whether pools are split per CPU key under these settings."""
+        return bool(self.pool_aware and self.pool_aware({}, settings))
+
+    def settings_of(self, entry: str) -> tuple[str, ...]:
+        """The settings a rule entry's condition names (``"Grouping:aware"``), for explanations."""
+        return self.setting_refs.get(entry, ())
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -222,7 +240,8 @@ _ALL_FIELD_NAMES = {name for model in vars(schema).values() if isinstance(model,
 _TAGS = set(schema.CONDITION_KEYS) | set(schema.CRUFT_KEYS) | {"annotation", "labels"}
 
 
-_UNION_FIELDS = {"stampWhen", "when", "contributes", "pinCpuOnly", "not"}  # tagged unions
+_UNION_FIELDS = {"stampWhen", "when", "contributes", "pinCpuOnly", "not", "aware",
+                 "deriveInstanceTypes"}  # tagged unions
 _UNION_LISTS = {"all", "any", "idPrefix", "cruft"}
 
 

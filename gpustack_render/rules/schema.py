@@ -192,6 +192,7 @@ class GroupingRules(Envelope):
     managedLabel: ManagedLabel
     cpuOnlyLabel: GatedLabel
     flavor: FlavorGroups
+    aware: Condition  # pools (queues, InstanceTypes) are split per CPU key: whenAware, else whenUnaware
     pool: PoolIdentities
 
 
@@ -315,6 +316,7 @@ class AdmissionCheckRule(Strict):
 class QueueRules(Envelope):
     kind: Literal["Queues"]
     maxFlavorsPerGroup: Annotated[int, Field(gt=0)]
+    deriveInstanceTypes: Condition  # derive an InstanceType per pool the snapshot has none for
     quota: Quotas
     admissionChecks: list[AdmissionCheckRule]
 
@@ -355,6 +357,7 @@ class FitLabels(Strict):
 class WorkloadFit(Strict):
     """The Workload fit pin (fit-pin.md §3): the container resources that make a demand."""
 
+    when: Condition  # the pin applies at all (a setting, typically)
     slicedCard: NonEmpty
     slicedUnits: NonEmpty
     sharedCards: NonEmpty
@@ -379,6 +382,7 @@ class StopPolicyRule(Strict):
     when: Condition | None = None
     stopPolicy: Literal["None", "Hold", "HoldAndDrain"]
     groups: Literal["plan", "current", "none"] = "plan"
+    mark: list[Literal["emptyPlanHold", "inactiveHold"]] = []  # markers (by name) set to "true"
     annotations: dict[NonEmpty, str] = {}
     saveStopPolicy: bool = False
 
@@ -395,6 +399,7 @@ class SavedStopPolicyRule(Strict):
     name: NonEmpty
     when: Condition | None = None
     stopPolicy: Literal["None", "Hold", "HoldAndDrain", "current", "saved"]
+    mark: list[Literal["emptyPlanHold", "inactiveHold"]] = []  # markers (by name) set to "true"
     annotations: dict[NonEmpty, str] = {}
 
 
@@ -454,6 +459,45 @@ class KindMetadata(Strict):
     annotations: dict[NonEmpty, str] = {}
 
 
+class TopologyProfile(Strict):
+    """The Node label that names a Node's topology profile, and the format of the profile the
+    renderer computes for Nodes without it (``{levels}`` is the topology level keys joined by NUL)."""
+    label: NonEmpty
+    format: NonEmpty
+
+
+class QueueTypeLabel(Strict):
+    """The label that marks what a Kueue object was built from: its key, the value on ResourceFlavors
+    built from Nodes and the value on ClusterQueues built from InstanceTypes."""
+    key: NonEmpty
+    flavor: NonEmpty
+    queue: NonEmpty
+
+
+class CpuAnnotations(Strict):
+    """The Node annotations (written by the worker) that a CPU flavor's notes read. ``detail`` and
+    ``cache`` map the fields of the ``cpuDetail`` note, in this order, to their annotation."""
+    product: NonEmpty
+    family: NonEmpty
+    detail: dict[NonEmpty, NonEmpty] = {}
+    cache: dict[NonEmpty, NonEmpty] = {}
+
+
+class VocabularyRules(Envelope):
+    """The operator's label keys, annotation keys and API group that several stages share, each
+    defined once (the stages and the templates refer to these entries, never to a literal)."""
+    kind: Literal["Vocabulary"]
+    workerApiGroup: NonEmpty
+    nodeFeatureNamespace: NonEmpty
+    generalGroupPrefix: NonEmpty
+    acceleratableLabel: NonEmpty
+    topologyProfile: TopologyProfile
+    tasQueueAnnotation: NonEmpty
+    queueType: QueueTypeLabel
+    notePrefix: NonEmpty
+    cpuAnnotations: CpuAnnotations
+
+
 class OutputRules(Envelope):
     """Per rendered kind, labels and annotations added to every object of that kind (for example a
     GitOps tool's prune annotation on InstanceTypes). A key the template sets keeps its value."""
@@ -465,7 +509,7 @@ RULE_KINDS: dict[str, type[Envelope]] = {
     model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
     for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
                   PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules,
-                  LifecycleRules, DiffRules, OutputRules)
+                  LifecycleRules, DiffRules, OutputRules, VocabularyRules)
 }
 # Kinds a rules directory may leave out: their file's defaults apply (rules directories copied
 # before the kind existed keep working).
