@@ -13,13 +13,12 @@ from __future__ import annotations
 import itertools
 import re
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+from cli_invoke import CliResult, invoke
 
 REPO = Path(__file__).resolve().parents[1]
 M = 1_600_000
@@ -136,13 +135,13 @@ def write_snapshot(tmp_path: Path, objects: list[dict]) -> Path:
     return path
 
 
-def run_cli(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", "node-patches", *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=300, input=stdin)
+def run_node_patches(args: list[str], stdin: str | None = None) -> CliResult:
+    """``node-patches ARGS`` in process."""
+    return invoke("node-patches", *args, input=stdin)
 
 
-def run_objects(tmp_path: Path, objects: list[dict], *extra: str, fmt: str = "json") -> subprocess.CompletedProcess[str]:
-    return run_cli([str(write_snapshot(tmp_path, objects)), *extra, "--format", fmt])
+def run_objects(tmp_path: Path, objects: list[dict], *extra: str, fmt: str = "json") -> CliResult:
+    return run_node_patches([str(write_snapshot(tmp_path, objects)), *extra, "--format", fmt])
 
 
 def patches(tmp_path: Path, objects: list[dict], *extra: str) -> list[dict]:
@@ -832,7 +831,7 @@ INPUTS_34_EXPECTED = [
 def test_inputs_34_example_full_key_set(tmp_path: Path) -> None:
     (tmp_path / "devices.yaml").write_text(INPUTS_34_DEVICES_YAML)
     (tmp_path / "node.yaml").write_text(INPUTS_34_NODE_YAML)
-    proc = run_cli([str(tmp_path / "node.yaml"), str(tmp_path / "devices.yaml"), "--format", "json"])
+    proc = run_node_patches([str(tmp_path / "node.yaml"), str(tmp_path / "devices.yaml"), "--format", "json"])
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == INPUTS_34_EXPECTED
 
@@ -841,7 +840,7 @@ def test_inputs_34_example_partitioned_pool_zero_keeps_only_sliced(tmp_path: Pat
     (tmp_path / "devices.yaml").write_text(INPUTS_34_DEVICES_YAML)
     (tmp_path / "node.yaml").write_text(INPUTS_34_NODE_YAML.replace('nvidia.com/gpu.partitioned: "7"',
                                                                     'nvidia.com/gpu.partitioned: "0"'))
-    proc = run_cli([str(tmp_path), "--format", "json"])
+    proc = run_node_patches([str(tmp_path), "--format", "json"])
     assert proc.returncode == 0, proc.stderr
     assert entry_ops(json.loads(proc.stdout), "gpu-node-07", "status") == nv_sliced_ops("1600k", "12800", "100", "81920")
 
