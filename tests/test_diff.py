@@ -6,13 +6,12 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+from cli_invoke import invoke
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,13 +19,8 @@ DEMO = REPO / "fixtures" / "demo"
 CQ_T4 = "gpustack--nvidia-tesla-t4-linux-amd64"
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
-
-
 def rendered(*args: str) -> list[dict[str, Any]]:
-    proc = run_cli("render", *args, "--format", "json")
+    proc = invoke("render", *args, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["items"]
 
@@ -50,7 +44,7 @@ def snapshot_with(tmp_path: Path, live: list[dict[str, Any]]) -> Path:
 
 def diff_json(*args: str) -> tuple[int, list[dict[str, Any]]]:
     """The exit code and the ``changes`` of ``diff --format json`` (whose summary must agree)."""
-    proc = run_cli("diff", *args, "--format", "json")
+    proc = invoke("diff", *args, "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     out = json.loads(proc.stdout)
@@ -78,11 +72,11 @@ def test_a_previous_render_in_any_shape_has_no_differences(tmp_path: Path, shape
                                                            empty: Any) -> None:
     against = tmp_path / "prev"
     if shape == "dir":
-        assert run_cli("render", str(DEMO), "-o", str(against)).returncode == 0
+        assert invoke("render", str(DEMO), "-o", str(against)).returncode == 0
     else:
-        out = run_cli("render", str(DEMO), "--format", shape).stdout
+        out = invoke("render", str(DEMO), "--format", shape).stdout
         against.write_text(out, encoding="utf-8")
-    proc = run_cli("diff", str(DEMO), "--against", str(against), "--format", fmt)
+    proc = invoke("diff", str(DEMO), "--against", str(against), "--format", fmt)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     if empty is None:
         assert proc.stdout.startswith("### gpustack-render diff") and "No differences." in proc.stdout
@@ -159,7 +153,7 @@ def test_changed_fields_and_patch(tmp_path: Path, demo: list[dict[str, Any]], ki
 
 def test_text_format_is_a_unified_yaml_diff_per_object(tmp_path: Path, demo: list[dict[str, Any]]) -> None:
     previous = _mutate(demo, "ClusterQueue", CQ_T4, lambda o: o["spec"].update(stopPolicy="Hold"))
-    proc = run_cli("diff", str(DEMO), "--against", str(write_list(tmp_path / "prev.json", previous)))
+    proc = invoke("diff", str(DEMO), "--against", str(write_list(tmp_path / "prev.json", previous)))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     assert lines[:3] == [f"diff -u a/ClusterQueue/{CQ_T4} b/ClusterQueue/{CQ_T4}",
@@ -172,7 +166,7 @@ def test_text_format_is_a_unified_yaml_diff_per_object(tmp_path: Path, demo: lis
 def test_markdown_format_is_a_pr_comment(tmp_path: Path, demo: list[dict[str, Any]]) -> None:
     previous = _mutate(demo, "ClusterQueue", CQ_T4, lambda o: o["spec"].update(stopPolicy="Hold"))
     previous = [o for o in previous if o["metadata"]["name"] != "gpustack-node-devices"]
-    proc = run_cli("diff", str(DEMO), "--against", str(write_list(tmp_path / "prev.json", previous)),
+    proc = invoke("diff", str(DEMO), "--against", str(write_list(tmp_path / "prev.json", previous)),
                    "--format", "markdown")
     assert proc.returncode == 1
     text = proc.stdout
@@ -263,17 +257,17 @@ def test_match_by_group_not_version_and_by_namespace(tmp_path: Path, demo: list[
 
 def test_include_node_patches_lists_nodes_with_pending_patches(tmp_path: Path) -> None:
     against = tmp_path / "prev.yaml"
-    against.write_text(run_cli("render", str(DEMO)).stdout, encoding="utf-8")
-    assert run_cli("diff", str(DEMO), "--against", str(against)).returncode == 0
+    against.write_text(invoke("render", str(DEMO)).stdout, encoding="utf-8")
+    assert invoke("diff", str(DEMO), "--against", str(against)).returncode == 0
     code, changes = diff_json(str(DEMO), "--against", str(against), "--include-node-patches")
-    patches = json.loads(run_cli("node-patches", str(DEMO), "--format", "json").stdout)
+    patches = json.loads(invoke("node-patches", str(DEMO), "--format", "json").stdout)
     assert patches, "the demo must have pending node patches for this test to mean anything"
     assert code == 1
     assert [(c["kind"], c["name"], c["subresource"], c["patch"]) for c in changes] == \
         [("Node", p["node"], p["subresource"], p["patch"]) for p in patches]
     status = next(c for c in changes if c["subresource"] == "status")
     assert all(f.startswith("status.capacity[") for f in status["fields"])
-    text = run_cli("diff", str(DEMO), "--against", str(against), "--include-node-patches").stdout
+    text = invoke("diff", str(DEMO), "--against", str(against), "--include-node-patches").stdout
     assert f"--- a/Node/{status['name']} (status)" in text
 
 
@@ -286,7 +280,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path) -> None:
              (["--against", str(broken)], "invalid YAML"),
              (["--format", "html"], "Invalid value for '--format'")]
     for args, words in cases:
-        proc = run_cli("diff", str(DEMO), *args)
+        proc = invoke("diff", str(DEMO), *args)
         assert proc.returncode == 2, args
         assert words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stdout == ""
@@ -307,7 +301,7 @@ def test_diff_rules_are_data_and_checked(tmp_path: Path) -> None:
     # A create-only kind that is not compared is a rule error naming the file and the line.
     diff_rules["createOnly"] = [{"group": "worker.gpustack.ai", "kind": "Instancetype"}]
     (rules / "diff.yaml").write_text(yaml.safe_dump(diff_rules, sort_keys=False), encoding="utf-8")
-    proc = run_cli("diff", str(DEMO), "--rules", str(rules))
+    proc = invoke("diff", str(DEMO), "--rules", str(rules))
     assert proc.returncode == 2
     assert "diff.yaml:" in proc.stderr and "not one of the compared kinds" in proc.stderr
     assert "InstanceType.worker.gpustack.ai" in proc.stderr  # the did-you-mean hint

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_invoke import invoke
 from click.testing import CliRunner
 
 from gpustack_render import pipeline
@@ -32,11 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO = "fixtures/demo"
 T4_QUEUE = "ClusterQueue/gpustack--nvidia-tesla-t4-linux-amd64"
 _ORIGIN = re.compile(r"^(?P<file>\S+\.ya?ml):(?P<line>\d+): (?P<path>\S+)")
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
 
 
 @pytest.fixture(autouse=True)
@@ -349,7 +344,7 @@ def test_node_exclusion_reasons(tmp_path: Path, name: str) -> None:
     args = ["explain", f"node/n-{name}", path, "--format", "json"]
     for item in sets:
         args += ["--set", item]
-    proc = run_cli(*args)
+    proc = invoke(*args)
     assert proc.returncode == 0, proc.stderr
     lines = _section(json.loads(proc.stdout), "Flavors")
     assert cpu_line in lines[0], lines
@@ -521,32 +516,32 @@ def test_unknown_kind_suggests_the_kind_and_its_alias() -> None:
 
 
 def test_cli_text_and_json() -> None:
-    text = run_cli("explain", T4_QUEUE, DEMO)
+    text = invoke("explain", T4_QUEUE, DEMO)
     assert text.returncode == 0 and text.stderr == ""
     assert text.stdout.startswith(T4_QUEUE + "\n")
     for heading in ("Fields", "Flavor selection", "Quota", "stopPolicy None", "Admission checks", "Settings"):
         assert f"\n{heading}\n" in text.stdout, heading
-    data = json.loads(run_cli("explain", T4_QUEUE, DEMO, "--format", "json").stdout)
+    data = json.loads(invoke("explain", T4_QUEUE, DEMO, "--format", "json").stdout)
     assert data["target"] == T4_QUEUE and data["kind"] == "ClusterQueue"
-    node = run_cli("explain", "node/node-t4-b", DEMO, "fixtures/demo/nodes.yaml")  # SNAPSHOT takes many paths
+    node = invoke("explain", "node/node-t4-b", DEMO, "fixtures/demo/nodes.yaml")  # SNAPSHOT takes many paths
     assert node.returncode == 0 and "CPU key (gKey) = intel-xeon-platinum-8259cl" in node.stdout
 
 
 def test_cli_not_found_suggests_a_name() -> None:
-    proc = run_cli("explain", "ClusterQueue/gpustack--nvidia-tesla-t4-linux-amd6", DEMO)
+    proc = invoke("explain", "ClusterQueue/gpustack--nvidia-tesla-t4-linux-amd6", DEMO)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "did you mean 'gpustack--nvidia-tesla-t4-linux-amd64'?" in proc.stderr
-    proc = run_cli("explain", "node/nope", DEMO)
+    proc = invoke("explain", "node/nope", DEMO)
     assert proc.returncode == 2 and "not in the snapshot" in proc.stderr
-    proc = run_cli("explain", "Bogus/x", DEMO)
+    proc = invoke("explain", "Bogus/x", DEMO)
     assert proc.returncode == 2 and "unknown kind" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_cli_help_documents_target_first() -> None:
-    proc = run_cli("explain", "--help")
+    proc = invoke("explain", "--help")
     assert proc.returncode == 0
     assert "explain [OPTIONS] TARGET SNAPSHOT..." in proc.stdout and "TARGET comes first" in proc.stdout
-    assert "explain" in run_cli("--help").stdout
+    assert "explain" in invoke("--help").stdout
 
 
 @pytest.mark.parametrize("manufacturer, product, tier, says", [

@@ -12,13 +12,12 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from cli_invoke import invoke
 import yaml
 from ruamel.yaml import YAML
 
@@ -48,11 +47,6 @@ def fnv1a64_hex(text: str) -> str:
     return f"{h:016x}"
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
-
-
 @lru_cache(maxsize=None)
 def _render_cached(rules: str | None, snapshot: str, sets: tuple[str, ...]) -> tuple[str, str]:
     args = ["render", "--format", "json", snapshot]
@@ -60,7 +54,7 @@ def _render_cached(rules: str | None, snapshot: str, sets: tuple[str, ...]) -> t
         args += ["--rules", rules]
     for s in sets:
         args += ["--set", s]
-    proc = run_cli(*args)
+    proc = invoke(*args)
     assert proc.returncode == 0, f"exit {proc.returncode} for {args}\nstderr:\n{proc.stderr}"
     assert "Traceback" not in proc.stderr
     return proc.stdout, proc.stderr

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from cli_invoke import invoke
 from ruamel.yaml import YAML
 
 from gpustack_render.rules import schema
@@ -27,11 +26,6 @@ REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules"
 SCHEMAS = REPO / "schemas"
 RULE_FILES = sorted(RULES.glob("*.yaml"))
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
 
 
 def load(path: Path) -> Any:
@@ -103,10 +97,10 @@ def test_schema_rejects_what_the_loader_rejects(tmp_path: Path, edit: tuple[str,
 
 
 def test_cli_check_write_and_print(tmp_path: Path) -> None:
-    check = run_cli("schema", "--check")
+    check = invoke("schema", "--check")
     assert check.returncode == 0 and check.stdout.endswith("schemas up to date\n"), check.stdout + check.stderr
     out = tmp_path / "out"
-    written = run_cli("schema", "-o", str(out))
+    written = invoke("schema", "-o", str(out))
     assert written.returncode == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(schema_export.generate())
     for path in out.iterdir():
@@ -114,16 +108,16 @@ def test_cli_check_write_and_print(tmp_path: Path) -> None:
     target = out / schema_export.file_name("Naming")
     target.write_text(target.read_text().replace('"minLength": 1', '"minLength": 2', 1))
     (out / "gone.schema.json").write_text("{}")
-    stale = run_cli("schema", "--check", "-o", str(out))
+    stale = invoke("schema", "--check", "-o", str(out))
     assert stale.returncode == 1
     assert "naming.schema.json: stale" in stale.stdout and "gone.schema.json: no rule kind" in stale.stdout
-    printed = json.loads(run_cli("schema").stdout)
+    printed = json.loads(invoke("schema").stdout)
     assert sorted(printed) == sorted(schema_export.generate())
     assert printed["naming.schema.json"] == json.loads((SCHEMAS / "naming.schema.json").read_text())
 
 
 def test_schema_is_visible_in_help() -> None:
-    assert "schema" in run_cli("--help").stdout
+    assert "schema" in invoke("--help").stdout
 
 
 # --- schema -o DIR --rules RULESDIR: the editor link survives copying rules/ (in-process) ---------
