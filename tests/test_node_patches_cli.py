@@ -17,10 +17,11 @@ from typing import Any
 import jsonpatch
 import pytest
 import yaml
+from cli_invoke import CliResult, invoke
 
 from test_capacity import (  # shared builders (same tests/ directory)
     A100_PROFILES, REPO, SHARED, SLICED, add, cap, entry_ops, group, lab, ledger, logical_card, make_devices,
-    make_node, mig_card, patches, rep, rm, row, run_cli, run_objects, write_snapshot,
+    make_node, mig_card, patches, rep, rm, row, run_node_patches, run_objects, write_snapshot,
 )
 
 MIXED = REPO / "fixtures" / "capacity" / "mixed"
@@ -104,7 +105,7 @@ MIXED_EXPECTED: list[dict[str, Any]] = [
 
 
 def _json_run(args: list[str], stdin: str | None = None) -> list[dict]:
-    proc = run_cli([*args, "--format", "json"], stdin=stdin)
+    proc = run_node_patches([*args, "--format", "json"], stdin=stdin)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return json.loads(proc.stdout)
@@ -214,13 +215,13 @@ def test_yaml_format_is_the_same_list(tmp_path: Path) -> None:
 
 def test_yaml_is_the_default_format(tmp_path: Path) -> None:
     path = write_snapshot(tmp_path, _contract_objects())
-    default = run_cli([str(path)])
-    explicit = run_cli([str(path), "--format", "yaml"])
+    default = run_node_patches([str(path)])
+    explicit = run_node_patches([str(path), "--format", "yaml"])
     assert default.returncode == 0 and default.stdout == explicit.stdout
 
 
 def test_mixed_fixture_yaml_equals_json() -> None:
-    proc = run_cli([str(MIXED), "--format", "yaml"])
+    proc = run_node_patches([str(MIXED), "--format", "yaml"])
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(proc.stdout) == MIXED_EXPECTED
 
@@ -230,7 +231,7 @@ def _kubectl_tokens(line: str) -> list[str]:
 
 
 def test_kubectl_format_lines_match_json() -> None:
-    proc = run_cli([str(MIXED), "--format", "kubectl"])
+    proc = run_node_patches([str(MIXED), "--format", "kubectl"])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == len(MIXED_EXPECTED)
@@ -264,7 +265,7 @@ def _kubectl_binary() -> str | None:
 def test_kubectl_lines_apply_with_real_kubectl(tmp_path: Path) -> None:
     """Each -p document, applied by kubectl itself (offline, --local), yields the desired keys."""
     kubectl = _kubectl_binary()
-    proc = run_cli([str(MIXED), "--format", "kubectl"])
+    proc = run_node_patches([str(MIXED), "--format", "kubectl"])
     assert proc.returncode == 0, proc.stderr
     nodes = {n["metadata"]["name"]: n for n in _load_nodes()}
     for line in proc.stdout.splitlines():
@@ -375,7 +376,7 @@ BAD_DEVICES = [
 ]
 
 
-def _assert_one_error(proc: subprocess.CompletedProcess[str], obj: str, path_re: str, file_name: str) -> None:
+def _assert_one_error(proc: CliResult, obj: str, path_re: str, file_name: str) -> None:
     assert proc.returncode == 2, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
@@ -389,7 +390,7 @@ def _assert_one_error(proc: subprocess.CompletedProcess[str], obj: str, path_re:
 @pytest.mark.parametrize("mutate, path_re", BAD_DEVICES)
 def test_bad_devices_input(tmp_path: Path, mutate, path_re: str) -> None:
     path = write_snapshot(tmp_path, [_good_node(), _set(_good_devices(), mutate)])
-    proc = run_cli([str(path), "--format", "json"])
+    proc = run_node_patches([str(path), "--format", "json"])
     _assert_one_error(proc, "Devices/n1", path_re, path.name)
 
 
@@ -417,7 +418,7 @@ def test_bad_node_capacity_quantity(tmp_path: Path, key: str, value: str) -> Non
     node = _good_node()
     node["status"]["capacity"][key] = value
     path = write_snapshot(tmp_path, [node, _good_devices()])
-    proc = run_cli([str(path), "--format", "json"])
+    proc = run_node_patches([str(path), "--format", "json"])
     _assert_one_error(proc, "Node/n1", r"status\.capacity\b", path.name)
     assert key in proc.stderr and value in proc.stderr
 
@@ -426,7 +427,7 @@ def test_bad_input_in_yaml_names_file_and_line(tmp_path: Path) -> None:
     text = (MIXED / "devices.yaml").read_text().replace("mode: 4\n", "mode: 9\n", 1)
     (tmp_path / "devices.yaml").write_text(text)
     shutil.copy(MIXED / "nodes.yaml", tmp_path / "nodes.yaml")
-    proc = run_cli([str(tmp_path), "--format", "json"])
+    proc = run_node_patches([str(tmp_path), "--format", "json"])
     _assert_one_error(proc, "Devices/a100-mixed", rf"status\.groups{IDX}\.accelerators{IDX}\.mode\b", "devices.yaml")
 
 
@@ -450,7 +451,7 @@ def test_every_problem_reported_in_one_pass(tmp_path: Path) -> None:
 ])
 def test_usage_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
     path = write_snapshot(tmp_path, [_good_node(), _good_devices()])
-    proc = run_cli([str(path), *args])
+    proc = run_node_patches([str(path), *args])
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
@@ -487,12 +488,9 @@ def _fleet() -> list[dict]:
             _gpu_node("gpu-u", managed="false"), make_node("cpu-1", capacity={"cpu": "8"})]
 
 
-def _invoke(tmp_path: Path, objects: list[dict], *args: str, command: str = "node-patches") -> Any:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
+def _invoke(tmp_path: Path, objects: list[dict], *args: str, command: str = "node-patches") -> CliResult:
     snap = write_snapshot(tmp_path, objects)
-    return CliRunner().invoke(main, [command, str(snap), *args, "--format", "json"])
+    return invoke(command, snap, *args, "--format", "json")
 
 
 def _warnings(stderr: str) -> list[str]:
