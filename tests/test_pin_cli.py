@@ -7,14 +7,14 @@ the demo's rendered queues and fit labels (fixtures/pin/README.md); the derivati
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
 import yaml
+import cli_invoke
+from cli_invoke import CliResult
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -28,12 +28,12 @@ T4, A10G = "nvidia-tesla-t4", "nvidia-a10g"
 NOTE = "gpustack-render: note: "
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", "pin", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, input=stdin)
+def run(*args: str, stdin: str | None = None) -> CliResult:
+    """``pin ARGS`` in process."""
+    return cli_invoke.invoke("pin", *args, input=stdin)
 
 
-def ok(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def ok(*args: str, stdin: str | None = None) -> CliResult:
     proc = run(*args, stdin=stdin)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -281,7 +281,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 
 
 def test_listed_in_help() -> None:
-    proc = subprocess.run([sys.executable, "-m", "gpustack_render", "--help"], cwd=REPO, capture_output=True, text=True)
+    proc = cli_invoke.invoke("--help")
     assert " pin " in proc.stdout
 
 
@@ -290,11 +290,8 @@ def test_listed_in_help() -> None:
 # snapshot path; a snapshot file given as WORKLOAD is one error that says where it goes. In process.
 # ------------------------------------------------------------------------------------------------
 
-def invoke(*args: str) -> Any:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
-    return CliRunner().invoke(main, ["pin", *args], catch_exceptions=False)
+def invoke(*args: str) -> CliResult:
+    return run(*args)
 
 
 @pytest.mark.parametrize("args, expected", [
