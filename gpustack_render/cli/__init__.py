@@ -5,9 +5,13 @@ One module per command (``render_cmd`` holds ``render``, ``catalog`` and ``node-
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import Any, NoReturn
+
 import click
 
-from gpustack_render.cli.common import add_global_options, reset_switches
+from gpustack_render.cli.common import _closed_stdout, add_global_options, reset_switches
 from gpustack_render.errors import PROG
 
 
@@ -18,6 +22,35 @@ class _Group(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         reset_switches()
         return super().parse_args(ctx, args)
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        """As the process's own entry point, end without tearing down the snapshot's object graph
+        (a tenth of a second at 10,000 Nodes): once stdout and stderr are flushed nothing is left
+        to do. In-process callers (tests, the case runner) pass ``args`` or swap stdout, and get
+        click's ordinary ``SystemExit``."""
+        if args is not None or sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+            return super().main(args, *rest, **kwargs)
+        try:
+            return super().main(args, *rest, **kwargs)
+        except SystemExit as done:
+            _exit_now(done.code)
+
+
+def _exit_now(code: Any) -> NoReturn:
+    if code is not None and not isinstance(code, int):  # sys.exit("message"): printed, status 1
+        sys.stderr.write(f"{code}\n")
+        code = 1
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _closed_stdout()
+    except (OSError, ValueError):
+        code = code or 1
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code or 0)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -10,7 +10,9 @@ import json
 import shlex
 from typing import Any, Mapping
 
-from jsonpointer import escape
+from functools import lru_cache
+
+from jsonpointer import escape as _escape
 
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation
@@ -21,6 +23,10 @@ from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
 
 Op = dict[str, Any]
+
+# Keys and quantities repeat on every Node: escaped and formatted once per distinct value.
+escape = lru_cache(maxsize=1 << 14)(_escape)
+_format_decimal_si = lru_cache(maxsize=1 << 14)(format_decimal_si)
 
 
 def _ops(base: str, current: Mapping[str, Any], desired: Mapping[str, str], owned: Any,
@@ -75,7 +81,7 @@ def _node_ops(node: Node, desired: NodeDesired, capacity_eval: CapacityEvaluator
         label_ops = _ops("/metadata/labels", labels, want_labels, capacity_eval.owns_label,
                          lambda have, key: have == want_labels[key])
     capacity = node.status.capacity
-    want_capacity = {k: format_decimal_si(v) for k, v in sorted(desired.capacity.items())}
+    want_capacity = {k: _format_decimal_si(v) for k, v in sorted(desired.capacity.items())}
     if capacity is None:
         status_ops = [{"op": "add", "path": "/status/capacity", "value": want_capacity}] if want_capacity else []
     else:

@@ -56,14 +56,27 @@ class CapacityEvaluator:
                 before, _, after = fmt.render({"aKey": "\x00"}).partition("\x00")
                 self._fit_affixes.append((before, after))
 
+        # Per distinct input, not per Node: label keys and capacity keys repeat on every Node, and
+        # the compiled formulas see a few dozen distinct (L, P, slices, vram, overcommit) tuples.
+        self._owns_label: dict[str, bool] = {}
+        self._owns_capacity: dict[str, bool] = {}
+        self._family_values: dict[tuple[object, ...], list[tuple[str, int]]] = {}
+
     # --- ownership -------------------------------------------------------------------------------
     def owns_capacity(self, key: str) -> bool:
-        return key in self._owned_exact or any(key.startswith(p) and len(key) > len(p)
-                                               for p in self._owned_prefixes)
+        owned = self._owns_capacity.get(key)
+        if owned is None:
+            owned = self._owns_capacity[key] = key in self._owned_exact or any(
+                key.startswith(p) and len(key) > len(p) for p in self._owned_prefixes)
+        return owned
 
     def owns_label(self, key: str) -> bool:
-        return any(key.startswith(before) and key.endswith(after) and len(key) > len(before) + len(after)
-                   for before, after in self._fit_affixes)
+        owned = self._owns_label.get(key)
+        if owned is None:
+            owned = self._owns_label[key] = any(
+                key.startswith(before) and key.endswith(after) and len(key) > len(before) + len(after)
+                for before, after in self._fit_affixes)
+        return owned
 
     def shows_accelerator(self, node: inputs.Node, facts: NodeFacts) -> bool:
         """Whether the Node looks like a GPU Node without its Devices: an accelerator (§1.4), or
@@ -157,14 +170,25 @@ class CapacityEvaluator:
             tally = tallies.setdefault(manufacturer.name, _Tally())
             tally.logical += logical
             tally.partitioned += partitioned
-            variables = {"L": logical, "P": partitioned, "slices": slices, "vram": vram,
-                         "overcommit": overcommit, "M": self.M}
-            for family in self.rules.capacity_families:
-                for key_fmt, expr in family.keys:
-                    tally.values[key_fmt.render({"base": manufacturer.resource_base})] += expr(**variables)
+            for key, value in self._key_values(manufacturer.resource_base, logical, partitioned, slices, vram,
+                                               overcommit):
+                tally.values[key] += value
             for name, count in profiles.items():
                 tally.profiles[name] += count
         return tallies
+
+    def _key_values(self, base: str, logical: int, partitioned: int, slices: int, vram: int,
+                    overcommit: bool) -> list[tuple[str, int]]:
+        """Every capacity family key of ``base`` with its formula's value for these inputs (cached)."""
+        memo = (base, logical, partitioned, slices, vram, overcommit)
+        values = self._family_values.get(memo)
+        if values is None:
+            variables = {"L": logical, "P": partitioned, "slices": slices, "vram": vram,
+                         "overcommit": overcommit, "M": self.M}
+            values = self._family_values[memo] = [
+                (key_fmt.render({"base": base}), expr(**variables))
+                for family in self.rules.capacity_families for key_fmt, expr in family.keys]
+        return values
 
     def _vram(self, node: inputs.Node, akey: str, labels: Mapping[str, str]) -> int:
         raw = labels.get(f"{self._akey_prefix}{akey}.memory")

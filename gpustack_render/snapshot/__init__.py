@@ -235,7 +235,7 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
             continue
         seen[ident] = source
         try:
-            typed = model.model_validate(source.obj)
+            typed = inputs.fast_validate(model, source.obj)
         except ValidationError as err:
             label = _object_label(kind, namespace, name)
             for e in err.errors():

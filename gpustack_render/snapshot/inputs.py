@@ -8,8 +8,10 @@ fields that upstream serialises as integers are strict integers, so a wrong type
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 from typing import Annotated, Any
 
+import msgspec
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
 
@@ -283,12 +285,12 @@ class SettingsObject(Model):
     stringData: LabelMap | None = None
 
 
-# (API group, kind) → model. Any version of the group is accepted (inputs.md §1).
-MODELS: dict[tuple[str, str], type[Model]] = {
+# Kinds of the operator's API group, which rules/vocabulary.yaml names (workerApiGroup; fixed by its CRDs).
+WORKER_MODELS: dict[str, type[Model]] = {"Devices": Devices, "InstanceType": InstanceType}
+# (API group, kind) → model for the kinds of Kubernetes' and Kueue's own groups.
+_FIXED_MODELS: dict[tuple[str, str], type[Model]] = {
     ("", "Node"): Node,
-    ("worker.gpustack.ai", "Devices"): Devices,
     ("", "Namespace"): Namespace,
-    ("worker.gpustack.ai", "InstanceType"): InstanceType,
     ("kueue.x-k8s.io", "ClusterQueue"): ClusterQueue,
     ("kueue.x-k8s.io", "AdmissionCheck"): AdmissionCheck,
     ("kueue.x-k8s.io", "Topology"): Topology,
@@ -296,3 +298,194 @@ MODELS: dict[tuple[str, str], type[Model]] = {
     ("", "Secret"): SettingsObject,
     ("", "ConfigMap"): SettingsObject,
 }
+
+
+@lru_cache(maxsize=8)
+def models(worker_group: str) -> dict[tuple[str, str], type[Model]]:
+    """(API group, kind) → model, the operator's kinds in ``worker_group`` (the rules' Vocabulary
+    ``workerApiGroup``). Any version of a group is accepted (inputs.md §1)."""
+    return {**{(worker_group, kind): model for kind, model in WORKER_MODELS.items()}, **_FIXED_MODELS}
+
+
+@lru_cache(maxsize=1)
+def builtin_vocabulary() -> dict[str, Any]:
+    """The built-in rules/vocabulary.yaml as plain data, for a caller that is handed no rules (the
+    values are read from the rule file, never restated here)."""
+    import yaml
+
+    from gpustack_render.rules.resources import default_rules_dir
+    with open(default_rules_dir() / "vocabulary.yaml", encoding="utf-8") as handle:
+        return dict(yaml.safe_load(handle))
+
+
+def builtin_worker_group() -> str:
+    """The built-in rules' ``workerApiGroup``."""
+    return str(builtin_vocabulary()["workerApiGroup"])
+
+
+def __getattr__(name: str) -> Any:
+    """``MODELS``: :func:`models` of the built-in rules' group, for callers not yet given the rules'."""
+    if name == "MODELS":
+        return models(builtin_worker_group())
+    raise AttributeError(name)
+
+
+# --- fast decoding of the bulk kinds ------------------------------------------------------------------
+# Nodes, Devices and Namespaces are most of a snapshot. msgspec converts them in C into frozen
+# structs with the attributes of the models above; an object it refuses goes through the pydantic
+# model instead, which either accepts it (coercions msgspec does not do) or words the error exactly
+# as before. ``__post_init__`` applies the before-validators' conversions.
+
+def _fix(struct: Any, name: str, convert: Any) -> None:
+    """Apply a before-validator's conversion to a decoded field (its errors: a refusal)."""
+    value = getattr(struct, name)
+    try:
+        msgspec.structs.force_setattr(struct, name, convert(value))
+    except PydanticCustomError as err:
+        raise ValueError(err.message()) from None
+
+
+@lru_cache(maxsize=1 << 14)
+def _quantity_text(text: str) -> Fraction:
+    """Capacity values repeat across thousands of Nodes: parsed once each (errors are not cached)."""
+    try:
+        return parse_quantity(text)
+    except QuantityError as err:
+        raise ValueError(str(err)) from None
+
+
+def _quantities(value: dict[str, str]) -> dict[str, Fraction]:
+    return {key: _quantity_text(item) for key, item in value.items()}
+
+
+_Name = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Struct(msgspec.Struct, frozen=True):
+    pass
+
+
+class FastMeta(_Struct):
+    name: _Name
+    namespace: str = ""
+    labels: dict[str, str] | None = None  # a value of another type: pydantic coerces it
+    annotations: dict[str, str] | None = None
+    deletionTimestamp: Any = None
+
+
+class FastNodeStatus(_Struct):
+    capacity: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.capacity is not None:
+            _fix(self, "capacity", _quantities)
+
+
+class FastNode(_Struct):
+    metadata: FastMeta
+    status: FastNodeStatus = msgspec.field(default_factory=FastNodeStatus)
+
+
+class FastSlicedDetailLogical(_Struct):
+    count: int = 0
+    coresPercentageOvercommit: bool | None = None
+
+
+class FastSlicedDetail(_Struct):
+    logical: FastSlicedDetailLogical | None = None
+
+
+class FastLogicalSliced(_Struct):
+    count: int = 0
+    coresPercentageOvercommit: bool = False
+
+
+class FastStaticProfile(_Struct):
+    name: str
+    count: int = 0
+
+
+class FastPhysicalSliced(_Struct):
+    count: int = 0
+    profiles: list[FastStaticProfile] = msgspec.field(default_factory=list)
+
+
+class FastAcceleratorStatus(_Struct):
+    logicalSliced: FastLogicalSliced | None = None
+    physicalSliced: FastPhysicalSliced | None = None
+
+
+class FastAccelerator(_Struct):
+    id: _Name
+    index: int | None = None
+    status: FastAcceleratorStatus = msgspec.field(default_factory=FastAcceleratorStatus)
+
+
+class FastDeviceGroup(_Struct):
+    id: _Name
+    manufacturer: _Name
+    name: str = ""
+    acceleratorSlicedDetail: FastSlicedDetail | None = None
+    accelerators: list[FastAccelerator] = msgspec.field(default_factory=list)
+
+
+class FastProfileCount(_Struct):
+    name: str
+    count: int = 0
+
+
+class FastLedgerAccelerator(_Struct):
+    id: _Name
+    mode: int | str = 0
+    allocated: int = 0
+    remaining: int = 0
+    allocatedSlices: int = 0
+    allocatedProfiles: list[FastProfileCount] = msgspec.field(default_factory=list)
+    remainingProfiles: list[FastProfileCount] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if type(self.mode) is not int or not 0 <= self.mode <= 5:
+            _fix(self, "mode", _mode)
+
+
+class FastLedgerGroup(_Struct):
+    id: _Name
+    manufacturer: _Name
+    accelerators: list[FastLedgerAccelerator] = msgspec.field(default_factory=list)
+
+
+class FastDevicesSpec(_Struct):
+    groups: list[FastDeviceGroup] = msgspec.field(default_factory=list)
+
+
+class FastDevicesStatus(_Struct):
+    groups: list[FastLedgerGroup] = msgspec.field(default_factory=list)
+
+
+class FastDevices(_Struct):
+    metadata: FastMeta
+    spec: FastDevicesSpec = msgspec.field(default_factory=FastDevicesSpec)
+    status: FastDevicesStatus = msgspec.field(default_factory=FastDevicesStatus)
+
+
+class FastNamespaceStatus(_Struct):
+    phase: str = ""
+
+
+class FastNamespace(_Struct):
+    metadata: FastMeta
+    status: FastNamespaceStatus = msgspec.field(default_factory=FastNamespaceStatus)
+
+
+FAST_MODELS: dict[type[Model], type[_Struct]] = {Node: FastNode, Devices: FastDevices, Namespace: FastNamespace}
+
+
+def fast_validate(model: type[Model], obj: Any) -> Any:
+    """``model.model_validate(obj)``, by msgspec when it accepts ``obj`` (see above)."""
+    fast = FAST_MODELS.get(model)
+    if fast is not None:
+        try:
+            return msgspec.convert(obj, fast)
+        except msgspec.ValidationError:
+            pass
+    return model.model_validate(obj)
