@@ -3,24 +3,22 @@
 * ``render -o DIR`` is a kustomization that ``kubectl kustomize`` builds into exactly the objects
   of the YAML stream, in stream order; file names follow README.md "Output conventions"; writing
   is atomic (a re-render replaces the directory cleanly, a failed render leaves nothing behind).
-* A normal (non-editable) wheel carries the default rules and templates as package data and
-  renders byte for byte what the source tree renders (cli-contract.md "Install and entry points").
+* (The non-editable wheel is checked in tests/test_smoke.py.) The CLI runs in process.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cli_invoke import CliResult, invoke
 from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,22 +26,15 @@ DEMO = REPO / "fixtures" / "demo"
 AWARE = ("--set", "instance-type-aware-cpu-manufacturer=true")
 
 
-def run_cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None,
-            timeout: int = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=cwd, env=env,
-                          capture_output=True, timeout=timeout)
-
-
-def ok(proc: subprocess.CompletedProcess) -> bytes:
-    assert proc.returncode == 0, (f"exit {proc.returncode}: {proc.args}\n"
-                                  f"{proc.stderr.decode(errors='replace')}")
-    assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
-    return proc.stdout
+def ok(proc: CliResult) -> bytes:
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout_bytes
 
 
 @lru_cache(maxsize=None)
 def stream_bytes(*sets: str) -> bytes:
-    return ok(run_cli("render", "fixtures/demo", *sets))
+    return ok(invoke("render", "fixtures/demo", *sets))
 
 
 def stream_objects(*sets: str) -> list[dict[str, Any]]:
@@ -82,9 +73,9 @@ def assert_same_objects(got: list[dict[str, Any]], want: list[dict[str, Any]], w
 
 
 def render_dir(target: Path, *sets: str) -> None:
-    proc = run_cli("render", "fixtures/demo", *sets, "-o", str(target))
+    proc = invoke("render", "fixtures/demo", *sets, "-o", str(target))
     ok(proc)
-    assert proc.stdout == b"", "nothing on stdout with -o"
+    assert proc.stdout_bytes == b"", "nothing on stdout with -o"
 
 
 def check_dir_layout(target: Path, want: list[dict[str, Any]]) -> list[str]:
@@ -214,8 +205,8 @@ def tricky_snapshot(tmp_path: Path) -> Path:
 
 
 def assert_yaml_readers_agree(snapshot: str, cwd: Path = REPO) -> None:
-    stream = ok(run_cli("render", snapshot, cwd=cwd))
-    as_json = json.loads(ok(run_cli("render", snapshot, "--format", "json", cwd=cwd)))["items"]
+    stream = ok(invoke("render", snapshot, cwd=cwd))
+    as_json = json.loads(ok(invoke("render", snapshot, "--format", "json", cwd=cwd)))["items"]
     yaml11 = [d for d in yaml.safe_load_all(stream) if d is not None]
     yaml12 = yaml12_load_all(stream)
     assert yaml11 == as_json, "the YAML stream (read as YAML 1.1) differs from --format json"
@@ -233,9 +224,9 @@ def test_yaml_stream_quotes_strings_that_yaml_1_2_reads_as_numbers(tmp_path):
 
 def test_kustomize_keeps_string_label_values(tmp_path, kubectl):
     snap = tricky_snapshot(tmp_path)
-    want = json.loads(ok(run_cli("render", str(snap), "--format", "json")))["items"]
+    want = json.loads(ok(invoke("render", str(snap), "--format", "json")))["items"]
     target = tmp_path / "out"
-    ok(run_cli("render", str(snap), "-o", str(target)))
+    ok(invoke("render", str(snap), "-o", str(target)))
     assert_same_objects(kustomize(kubectl, target), want, "kubectl kustomize")
 
 
@@ -264,9 +255,9 @@ def test_failed_render_leaves_no_output_dir(tmp_path, failure):
     parent = tmp_path / "parent"
     parent.mkdir()
     args = _failing_args(failure, tmp_path)
-    proc = run_cli("render", "fixtures/demo", *args, "-o", str(parent / "DIR2"))
-    assert proc.returncode == 2, proc.stderr.decode(errors="replace")
-    assert b"Traceback" not in proc.stderr
+    proc = invoke("render", "fixtures/demo", *args, "-o", str(parent / "DIR2"))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
     assert proc.stderr.strip(), "a usage error must say what is wrong"
     assert not (parent / "DIR2").exists(), "a failed render must not create the output directory"
     assert siblings(parent, set()) == [], "temporary directories left next to the output"
@@ -279,8 +270,8 @@ def test_failed_render_keeps_existing_output_dir(tmp_path, failure):
     render_dir(target)
     before = snapshot_tree(target)
     args = _failing_args(failure, tmp_path)
-    proc = run_cli("render", "fixtures/demo", *args, "-o", str(target))
-    assert proc.returncode == 2, proc.stderr.decode(errors="replace")
+    proc = invoke("render", "fixtures/demo", *args, "-o", str(target))
+    assert proc.returncode == 2, proc.stderr
     assert snapshot_tree(target) == before, "a failed render must leave the previous output as it was"
     assert siblings(parent, {"DIR2"}) == []
 
@@ -290,72 +281,8 @@ def test_output_dir_that_is_a_file_is_a_usage_error(tmp_path):
     parent.mkdir()
     target = parent / "DIR2"
     target.write_text("not a directory\n")
-    proc = run_cli("render", "fixtures/demo", "-o", str(target))
-    assert proc.returncode == 2, proc.stderr.decode(errors="replace")
-    assert b"Traceback" not in proc.stderr
+    proc = invoke("render", "fixtures/demo", "-o", str(target))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
     assert target.read_text() == "not a directory\n"
     assert siblings(parent, {"DIR2"}) == [], "temporary directories left next to the output"
-
-
-# --------------------------------------------------------------------------------------------
-# a non-editable wheel
-# --------------------------------------------------------------------------------------------
-
-WHEEL_DATA = (
-    "gpustack_render/_data/rules/naming.yaml",
-    "gpustack_render/_data/templates/ClusterQueue.yaml.j2",
-)
-
-
-@pytest.fixture(scope="module")
-def unpacked_wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-w", str(out)]
-    proc = subprocess.run([*pip, "--no-build-isolation", "."], cwd=REPO, capture_output=True, timeout=300)
-    if proc.returncode != 0:
-        # hatchling is not installed in the venv: let pip fetch it into an isolated build env
-        first = proc.stderr.decode(errors="replace")[-2000:]
-        proc = subprocess.run([*pip, "."], cwd=REPO, capture_output=True, timeout=600)
-        assert proc.returncode == 0, (
-            f"pip wheel failed with and without --no-build-isolation:\n{first}\n---\n"
-            f"{proc.stderr.decode(errors='replace')[-3000:]}")
-    wheels = sorted(out.glob("gpustack_render-*.whl"))
-    assert len(wheels) == 1, f"expected one gpustack_render wheel in {out}: {os.listdir(out)}"
-    unpacked = tmp_path_factory.mktemp("unpacked")
-    with zipfile.ZipFile(wheels[0]) as zf:
-        names = set(zf.namelist())
-        missing = [n for n in WHEEL_DATA if n not in names]
-        assert not missing, f"wheel lacks package data {missing}; it has " + ", ".join(
-            sorted(n for n in names if "_data" in n))
-        zf.extractall(unpacked)
-    return unpacked
-
-
-def test_wheel_ships_default_rules_and_templates(unpacked_wheel):
-    data = unpacked_wheel / "gpustack_render" / "_data"
-    for sub in ("rules", "templates"):
-        shipped = sorted(p.name for p in (data / sub).iterdir())
-        source = sorted(p.name for p in (REPO / sub).iterdir() if p.is_file())
-        assert shipped == source, f"{sub}: wheel {shipped} != source tree {source}"
-        for name in source:
-            assert (data / sub / name).read_bytes() == (REPO / sub / name).read_bytes(), f"{sub}/{name}"
-    eps = list(unpacked_wheel.glob("gpustack_render-*.dist-info/entry_points.txt"))
-    assert eps and "gpustack-render = gpustack_render.cli:main" in eps[0].read_text(), \
-        "console script gpustack-render missing from the wheel"
-
-
-def test_wheel_renders_like_the_source_tree(unpacked_wheel, tmp_path):
-    empty = tmp_path / "empty-cwd"
-    empty.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(unpacked_wheel)}
-    where = subprocess.run([sys.executable, "-c", "import gpustack_render; print(gpustack_render.__file__)"],
-                           cwd=empty, env=env, capture_output=True, text=True, timeout=60)
-    assert where.returncode == 0, where.stderr
-    assert Path(where.stdout.strip()).resolve().is_relative_to(unpacked_wheel.resolve()), (
-        f"imported {where.stdout.strip()}, not the unpacked wheel: the test would prove nothing")
-    proc = run_cli("render", str(DEMO.resolve()), cwd=empty, env=env)
-    got = ok(proc)
-    assert got == stream_bytes(), "the wheel's render differs from the source tree's"
-    assert list(empty.iterdir()) == [], "render wrote into the working directory"
-    catalog = ok(run_cli("catalog", str(DEMO.resolve()), cwd=empty, env=env))
-    assert catalog == ok(run_cli("catalog", "fixtures/demo"))
