@@ -91,7 +91,10 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
     presets: schema.PresetRules = m["UnitResourcePresets"]
     queues: schema.QueueRules = m["Queues"]
 
+    setting_refs: dict[str, tuple[str, ...]] = {}
+
     def cond(kind: str, loc: tuple[str | int, ...], value: Any, facts: str | set[str]) -> Any:
+        setting_refs[f"{kind}:{'.'.join(map(str, loc))}"] = settings_named(value)
         return c.at(kind, loc, lambda: compile_condition(value, facts, setting_names))
 
     def fmt(kind: str, loc: tuple[str | int, ...], value: str, allowed: set[str]) -> Any:
@@ -166,12 +169,6 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
                    f"drops grouping key field(s) {', '.join(dropped)}",
                    "flavors of different groups would get the same name: add "
                    + ", ".join("{" + f + "}" for f in dropped))
-        dropped = _missing_fields(name.placeholders, set(group.key) & allowed) if name else []
-        if dropped:
-            c.fail("Naming", ("resourceFlavor", kind_name),
-                   f"drops grouping key field(s) {', '.join(dropped)}",
-                   "flavors of different groups would get the same name: add "
-                   + ", ".join("{" + f + "}" for f in dropped))
         flavor_kinds[kind_name] = FlavorKind(tuple(group.key), contributes, name, pin) \
             if contributes and name else None
 
@@ -194,17 +191,6 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
                                     {"gKey", "gManu"}),
                                 fmt("Grouping", ("pool", attr, "acceleratorGroup"), ident.acceleratorGroup,
                                     {"aKey"}))
-        general_fmt, accel_fmt = pool_identity[aware]
-        for accel, kind_name in ((False, "cpu"), (True, "accelerated")):
-            name_fmt = pool_name[(aware, accel)]
-            if name_fmt is None or general_fmt is None or (accel and accel_fmt is None):
-                continue
-            required = set(POOL_FLAVOR_FIELDS) | general_fmt.placeholders | (accel_fmt.placeholders if accel else set())
-            dropped = _missing_fields(name_fmt.placeholders, required)
-            if dropped:
-                c.fail("Naming", ("pool", attr, kind_name), f"drops pool identity field(s) {', '.join(dropped)}",
-                       "pools of different identities (Grouping pool." + attr + " and os, arch) would get the "
-                       "same name: add " + ", ".join("{" + f + "}" for f in dropped))
         general_fmt, accel_fmt = pool_identity[aware]
         for accel, kind_name in ((False, "cpu"), (True, "accelerated")):
             name_fmt = pool_name[(aware, accel)]
@@ -295,7 +281,8 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         c.at("Lifecycle", loc + ("name",), lambda: None)  # records the rule's file:line for explain
         origin = c.origins[f"Lifecycle:{'.'.join(map(str, loc + ('name',)))}"]
         stop_rules.append(StopPolicyRule(rule.name, when or always, rule.stopPolicy, rule.groups,
-                                         tuple(sorted(rule.annotations.items())), rule.saveStopPolicy, origin))
+                                         _marked_annotations(c, loc, rule, lifecycle.markers),
+                                         rule.saveStopPolicy, origin))
     if lifecycle.stopPolicy[-1].when is not None:
         c.fail("Lifecycle", ("stopPolicy", len(lifecycle.stopPolicy) - 1, "when"),
                "the last stopPolicy rule must have no 'when' (the default)")
@@ -305,7 +292,7 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         when = cond("Lifecycle", loc + ("when",), saved.when, "lifecycle") if saved.when else always
         c.at("Lifecycle", loc + ("name",), lambda: None)  # records the rule's file:line for explain
         save_rules.append(SavedStopPolicyRule(saved.name, when or always, saved.stopPolicy,
-                                              tuple(sorted(saved.annotations.items())),
+                                              _marked_annotations(c, loc, saved, lifecycle.markers),
                                               c.origins[f"Lifecycle:save.{i}.name"]))
     lifecycle_warnings = []
     for i, warning in enumerate(lifecycle.warnings):
@@ -318,6 +305,13 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
                                                            c.origins[f"Lifecycle:warnings.{i}.name"]))
     check_diff(c, m["Diff"])
     output = compile_output(c, m["Output"])
+    vocabulary: schema.VocabularyRules = m["Vocabulary"]
+    profile_format, profile_pattern = compile_vocabulary(c, vocabulary)
+    pool_aware = cond("Grouping", ("aware",), grouping.aware, "global")
+    derive = cond("Queues", ("deriveInstanceTypes",), queues.deriveInstanceTypes, "global")
+    fit_when = cond("Capacity", ("workloadFit", "when"), capacity.workloadFit.when, "global")
+    generic_group = _generic_group(c, grouping)
+    local_queue_pattern = format_matcher(local_queue, ".*", ".*")[1] if local_queue else None
     if c.problems:
         return None
     return Rules(
@@ -343,7 +337,100 @@ def compile_rules(c: _Compiler, docs: dict[str, _Document]) -> Rules | None:
         lifecycle=tuple(stop_rules), lifecycle_warnings=tuple(lifecycle_warnings), lifecycle_save=tuple(save_rules),
         lifecycle_markers=lifecycle.markers,
         origins=c.origins, models=m, diff=m["Diff"], output=output,
+        vocabulary=vocabulary, pool_aware=pool_aware, derive_instance_types=derive, workload_fit_when=fit_when,
+        setting_refs=setting_refs, profile_format=profile_format, profile_pattern=profile_pattern,
+        local_queue_pattern=local_queue_pattern, generic_group=generic_group,
     )
+
+
+def _marked_annotations(c: _Compiler, loc: tuple[str | int, ...], rule: Any,
+                        markers: schema.LifecycleMarkers) -> tuple[tuple[str, str], ...]:
+    """A rule's annotations: its ``mark`` entries name markers (defined once, in ``markers``) and set
+    them to "true". A marker key written out under ``annotations`` is refused: changing the marker
+    would leave that copy behind, and the renderer's own hold would then read as an admin's."""
+    marker_keys = {getattr(markers, name): name for name in ("emptyPlanHold", "savedStopPolicy", "inactiveHold")}
+    for key in rule.annotations:
+        if key in marker_keys:
+            c.fail("Lifecycle", loc + ("annotations", key), f"'{key}' is the {marker_keys[key]} marker",
+                   f"reference it by name: mark: [{marker_keys[key]}]", at_key=True)
+    marked = {getattr(markers, name): "true" for name in rule.mark}
+    return tuple(sorted({**rule.annotations, **marked}.items()))
+
+
+def settings_named(cond: Any) -> tuple[str, ...]:
+    """The settings a condition model refers to, in order: ``explain`` names them, so no stage has to."""
+    if cond is None:
+        return ()
+    if isinstance(cond, schema.SettingCondition):
+        return (cond.setting,)
+    if isinstance(cond, schema.NotCondition):
+        return settings_named(cond.not_)
+    members = getattr(cond, "all", None) or getattr(cond, "any", None) or []
+    return tuple(dict.fromkeys(name for member in members for name in settings_named(member)))
+
+
+_REGEX_SPECIAL = frozenset("\\.^$*+?{}[]|()")
+
+
+def format_matcher(name_format: NameFormat, placeholder: str, hashed: str) -> tuple[str, re.Pattern[str]]:
+    """A name format as a matcher (``^literal<placeholder>literal$``), so that recognising a name
+    derives from the one format that writes it. ``hashed`` is the pattern of an ``fnv64a`` placeholder,
+    ``placeholder`` that of any other. Returns the pattern's text (for messages) and the pattern."""
+    from gpustack_render.rules.expressions import FILTERS
+    text = "^"
+    for literal, name, fn in name_format.parts:
+        text += "".join("\\" + ch if ch in _REGEX_SPECIAL else ch for ch in literal)
+        if name is not None:
+            text += hashed if fn is FILTERS["fnv64a"] else placeholder
+    text += "$"
+    return text, re.compile(text)
+
+
+def _generic_group(c: _Compiler, grouping: schema.GroupingRules) -> str:
+    """``pool.whenUnaware.generalGroup`` is also the generalGroup of an InstanceType that has none
+    (the pool not split per CPU key), so it must be one fixed name, not a format."""
+    value = grouping.pool.whenUnaware.generalGroup
+    if "{" in value or "}" in value:
+        c.fail("Grouping", ("pool", "whenUnaware", "generalGroup"),
+               "must be a fixed name without placeholders",
+               "a pool that is not split per CPU key has one generalGroup, also for InstanceTypes without one")
+    return value
+
+
+def compile_vocabulary(c: _Compiler, vocab: schema.VocabularyRules) -> tuple[Any, Any]:
+    """rules/vocabulary.yaml: every key must be one the API server accepts (a prefix: with a name
+    after it), and the topology profile format must be a valid label value with its ``{levels}``."""
+    from gpustack_render.k8s import dns_label, dns_subdomain
+    keys: list[tuple[tuple[str | int, ...], str]] = [
+        (("acceleratableLabel",), vocab.acceleratableLabel), (("tasQueueAnnotation",), vocab.tasQueueAnnotation),
+        (("topologyProfile", "label"), vocab.topologyProfile.label), (("queueType", "key"), vocab.queueType.key),
+        (("cpuAnnotations", "product"), vocab.cpuAnnotations.product),
+        (("cpuAnnotations", "family"), vocab.cpuAnnotations.family)]
+    keys += [(("cpuAnnotations", section, name), key) for section in ("detail", "cache")
+             for name, key in getattr(vocab.cpuAnnotations, section).items()]
+    keys += [((entry,), getattr(vocab, entry) + "x") for entry in ("generalGroupPrefix", "notePrefix")]
+    for loc, key in keys:
+        if problem := qualified_name(key):
+            c.fail("Vocabulary", loc, f"not a valid label or annotation key: {problem}")
+    for loc, value in ((("queueType", "flavor"), vocab.queueType.flavor), (("queueType", "queue"), vocab.queueType.queue)):
+        if problem := label_value(value):
+            c.fail("Vocabulary", loc, f"not a valid label value: {problem}")
+    if vocab.queueType.flavor == vocab.queueType.queue:
+        c.fail("Vocabulary", ("queueType", "queue"), "must differ from queueType.flavor")
+    if problem := dns_label(vocab.nodeFeatureNamespace):
+        c.fail("Vocabulary", ("nodeFeatureNamespace",), f"not a valid namespace: {problem}")
+    if problem := dns_subdomain(vocab.workerApiGroup):
+        c.fail("Vocabulary", ("workerApiGroup",), f"not a valid API group: {problem}")
+    profile = c.at("Vocabulary", ("topologyProfile", "format"),
+                   lambda: NameFormat.compile(vocab.topologyProfile.format, {"levels"}))
+    if profile is None:
+        return None, None
+    if "levels" not in profile.placeholders:
+        c.fail("Vocabulary", ("topologyProfile", "format"), "must contain the placeholder {levels}",
+               "a profile names the topology levels: {levels|fnv64a}")
+    elif problem := label_value(profile.render({"levels": ""})):
+        c.fail("Vocabulary", ("topologyProfile", "format"), f"does not make a valid label value: {problem}")
+    return profile, format_matcher(profile, ".*", "[0-9a-f]{16}")[1]
 
 
 def _check_fit_label_formats(c: _Compiler, fit: schema.FitLabels, *formats: Any) -> None:
