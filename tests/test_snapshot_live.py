@@ -22,6 +22,7 @@ from typing import Any, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cli_invoke import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "test-token-123"
@@ -184,11 +185,6 @@ def kubeconfig(tmp_path: Path, port: int, token: str = TOKEN) -> Path:
     return path
 
 
-def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env_cmd = [sys.executable, "-m", "gpustack_render", *args]
-    return subprocess.run(env_cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
-
-
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
     with FakeApiServer() as fake:
@@ -196,7 +192,7 @@ def server() -> Iterator[FakeApiServer]:
 
 
 def test_snapshot_pages_and_captures_every_kind(server: FakeApiServer, tmp_path: Path) -> None:
-    proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "--page-size", "2")
+    proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "--page-size", "2")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     snap = json.loads(proc.stdout)
@@ -220,7 +216,7 @@ def test_snapshot_pages_and_captures_every_kind(server: FakeApiServer, tmp_path:
 
 
 def test_snapshot_reduces_the_settings_secret(server: FakeApiServer, tmp_path: Path) -> None:
-    proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)))
+    proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)))
     assert proc.returncode == 0, proc.stderr
     secrets = [i for i in json.loads(proc.stdout)["items"] if i["kind"] == "Secret"]
     assert secrets == [{"apiVersion": "v1", "kind": "Secret",
@@ -232,16 +228,16 @@ def test_snapshot_reduces_the_settings_secret(server: FakeApiServer, tmp_path: P
 
 def test_snapshot_output_file_is_renderable(server: FakeApiServer, tmp_path: Path) -> None:
     out = tmp_path / "snap" / "cluster.json"
-    proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "-o", str(out))
+    proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert sorted(p.name for p in out.parent.iterdir()) == ["cluster.json"], "temporary file left behind"
-    rendered = run_cli("render", str(out), "--format", "json")
+    rendered = invoke("render", str(out), "--format", "json")
     assert rendered.returncode == 0, rendered.stderr
     kinds = [i["kind"] for i in json.loads(rendered.stdout)["items"]]
     assert kinds.count("NodeFeature") == 5
     # The cluster has no rendered objects yet: diff against the capture itself lists them as added.
-    diff = run_cli("diff", str(out), "--format", "json")
+    diff = invoke("diff", str(out), "--format", "json")
     assert diff.returncode == 1, diff.stderr
     report = json.loads(diff.stdout)
     changes = report["changes"] if isinstance(report, dict) else report  # {"summary", "changes"} or a list
@@ -251,7 +247,7 @@ def test_snapshot_output_file_is_renderable(server: FakeApiServer, tmp_path: Pat
 def test_snapshot_skips_kinds_whose_crd_is_missing(tmp_path: Path) -> None:
     missing = "/apis/kueue.x-k8s.io/v1beta2/topologies"
     with FakeApiServer(status={missing: 404}) as fake:
-        proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
+        proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
     assert proc.returncode == 0, proc.stderr
     assert "warning: skipping Topology" in proc.stderr
     assert len(json.loads(proc.stdout)["items"]) == 5 + 2 + 3 + 1
@@ -267,7 +263,7 @@ def test_snapshot_http_errors_are_one_line_exit_2(tmp_path: Path, status: dict[s
                                                   words: str) -> None:
     with FakeApiServer(status=status) as fake:
         out = tmp_path / "snap.json"
-        proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port, token)), "-o", str(out))
+        proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port, token)), "-o", str(out))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in proc.stderr, proc.stderr
@@ -280,7 +276,7 @@ def test_snapshot_connection_refused_is_one_line_exit_2(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port that was just free: nothing listens on it
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, port)))
+    proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, port)))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the API server" in lines[0], proc.stderr
@@ -294,7 +290,7 @@ def test_snapshot_connection_refused_is_one_line_exit_2(tmp_path: Path) -> None:
 ])
 def test_snapshot_bad_arguments_exit_2(server: FakeApiServer, tmp_path: Path, args: list[str], words: str) -> None:
     config = kubeconfig(tmp_path, server.port)
-    proc = run_cli("snapshot", *[a.format(tmp=tmp_path, kubeconfig=config) for a in args])
+    proc = invoke("snapshot", *[a.format(tmp=tmp_path, kubeconfig=config) for a in args])
     assert proc.returncode == 2
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert server.requests == []
@@ -303,14 +299,6 @@ def test_snapshot_bad_arguments_exit_2(server: FakeApiServer, tmp_path: Path, ar
 # --------------------------------------------------------------------------------------------
 # "Safe to apply": a capture that is not the whole cluster fails, writing nothing (in-process)
 # --------------------------------------------------------------------------------------------
-
-
-def invoke(*args: str) -> Any:
-    """The CLI in-process (fast); the fake server runs in a thread of this process."""
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def assert_fails_cleanly(result: Any, out: Path, words: list[str], before: str | None = None) -> str:
@@ -534,7 +522,7 @@ def test_progress_shows_kinds_and_pages_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_no_progress_without_a_terminal(server: FakeApiServer, tmp_path: Path) -> None:
-    proc = run_cli("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "--page-size", "2")
+    proc = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, server.port)), "--page-size", "2")
     assert proc.returncode == 0
     assert proc.stderr == "", "progress (or anything) on a stderr that is not a terminal"
 
