@@ -31,13 +31,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from cli_invoke import invoke
 import yaml
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
@@ -81,10 +80,9 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 
 @lru_cache(maxsize=None)
 def render_items(variant: str) -> tuple[dict[str, Any], ...]:
-    args = [sys.executable, "-m", "gpustack_render", "render", "fixtures/demo", "--format", "json",
-            *VARIANTS[variant]]
-    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, f"{' '.join(args[1:])} exited {proc.returncode}\n{proc.stderr}"
+    args = ["render", "fixtures/demo", "--format", "json", *VARIANTS[variant]]
+    proc = invoke(*args)
+    assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc.get("kind") == "List" and isinstance(doc.get("items"), list), doc.keys()

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_invoke import CliResult, invoke
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def render_to(target: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", "render", str(REPO / "fixtures/demo"),
-                           "-o", str(target)], cwd=cwd, capture_output=True, text=True)
+def render_to(target: Path, cwd: Path) -> CliResult:
+    """``render fixtures/demo -o TARGET`` from ``cwd`` (``-o .`` must mean the case's folder)."""
+    return invoke("render", REPO / "fixtures/demo", "-o", target, cwd=cwd)
 
 
 @pytest.mark.parametrize("layout", ["foreign-manifest", "no-kustomization"])

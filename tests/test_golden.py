@@ -3,6 +3,7 @@
 The goldens live in ``tests/golden/``. After an intended output change, regenerate them with
 
     .venv/bin/python -m pytest tests/test_golden.py --update-goldens
+    (or GPUSTACK_RENDER_UPDATE_GOLDENS=1, the switch `gpustack-render test` reads too)
 
 and review ``git diff tests/golden`` before committing: a golden is only as good as that review.
 Without the flag a missing golden fails (it is never written silently).
@@ -11,11 +12,10 @@ Without the flag a missing golden fails (it is never written silently).
 from __future__ import annotations
 
 import difflib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_invoke import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -30,12 +30,12 @@ GOLDENS = {
 
 
 def run(args: tuple[str, ...]) -> bytes:
-    proc = subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO,
-                          capture_output=True, timeout=180)
-    assert proc.returncode == 0, (f"gpustack-render {' '.join(args)} exited {proc.returncode}:\n"
-                                  f"{proc.stderr.decode(errors='replace')}")
-    assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
-    return proc.stdout
+    """The command's stdout, byte for byte (in process; test_smoke.py checks the console script
+    prints the same for ``make run``)."""
+    proc = invoke(*args)
+    assert proc.returncode == 0, f"gpustack-render {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout_bytes
 
 
 def first_lines_of_diff(want: bytes, got: bytes, name: str) -> str:
