@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
+from cli_invoke import CliResult, invoke
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,8 +86,7 @@ def all_invocations() -> list[tuple[str, list[str]]]:
 
 @lru_cache(maxsize=None)
 def help_text(subcommand: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "gpustack_render", subcommand, "--help"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = invoke(subcommand, "--help")
     assert proc.returncode == 0, f"`gpustack-render {subcommand} --help` exited {proc.returncode}: {proc.stderr}"
     return proc.stdout
 
@@ -265,10 +265,15 @@ def _sync(app: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[s
 
 
 def _render(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "gpustack_render", "render", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = invoke("render", *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+def _hook(argv: list[str], cwd: Path) -> CliResult:
+    """A pre-commit hook's command (``gpustack-render ...`` with the hook's args), in process."""
+    assert argv[0] == "gpustack-render", argv
+    return invoke(*argv[1:], cwd=cwd)
 
 
 def _with_overlay(rules: Path, overlay: Path, target: Path) -> Path:
@@ -329,9 +334,8 @@ def test_argocd_plugin_checks_schemas_when_the_application_ships_crds(tmp_path: 
     text = template.read_text(encoding="utf-8")
     assert "whenCanPreempt: MayStopSearch" in text
     template.write_text(text.replace("whenCanPreempt: MayStopSearch", "whenCanPreempt: Sometimes"), encoding="utf-8")
-    proc = subprocess.run([str(Path(sys.executable).parent / "gpustack-render"), "validate", "snapshot", "--rules",
-                           ".gpustack-render/rules", "--templates", "templates", "--crds", "crds"], cwd=app,
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = invoke("validate", "snapshot", "--rules", ".gpustack-render/rules", "--templates", "templates",
+                  "--crds", "crds", cwd=app, env=env, replace_env=True)
     assert proc.returncode == 1 and "whenCanPreempt" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -356,12 +360,12 @@ def test_pre_commit_validate_hook_runs_on_a_repo_layout(tmp_path: Path) -> None:
     shutil.copytree(DEMO, tmp_path / "snapshot")
     shutil.copytree(REPO / "rules", tmp_path / "rules")
     validate = next(cmd for cmd in hook_commands() if cmd[1] == "validate")
-    proc = subprocess.run(validate, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    proc = _hook(validate, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     queues = tmp_path / "rules" / "queues.yaml"
     queues.write_text(queues.read_text(encoding="utf-8").replace("maxFlavorsPerGroup: 64", "maxFlavorsPerGroup: 1"),
                       encoding="utf-8")
-    proc = subprocess.run(validate, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    proc = _hook(validate, tmp_path)
     assert proc.returncode == 1 and "plan refused (TooManyFlavors" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -370,18 +374,18 @@ def test_pre_commit_render_hook_keeps_the_directory_in_step(tmp_path: Path) -> N
     shutil.copytree(REPO / "rules", tmp_path / "rules")
     render = next(cmd for cmd in hook_commands() if cmd[1] == "render")
     target = tmp_path / render[render.index("-o") + 1]
-    proc = subprocess.run(render, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    proc = _hook(render, tmp_path)
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
     first = {p.name: p.read_bytes() for p in target.iterdir()}
     assert "kustomization.yaml" in first and len(first) > 1
     # Unchanged inputs: the same files, byte for byte (pre-commit sees no modification).
-    proc = subprocess.run(render, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    proc = _hook(render, tmp_path)
     assert proc.returncode == 0 and {p.name: p.read_bytes() for p in target.iterdir()} == first
     # A rules change rewrites the directory (pre-commit then fails the commit, like a formatter).
     naming = tmp_path / "rules" / "naming.yaml"
     naming.write_text(naming.read_text(encoding="utf-8").replace('topology: "gpustack-{profile}"',
                                                                    'topology: "topo-{profile}"'), encoding="utf-8")
-    proc = subprocess.run(render, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    proc = _hook(render, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert any(name.startswith("topology-topo-fnv64-") for name in (p.name for p in target.iterdir()))
 
