@@ -131,7 +131,7 @@ def write_stdout(text: str) -> None:
 
 snapshot_args = click.argument("snapshot", nargs=-1, required=True, metavar="SNAPSHOT...")
 set_option = click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
-                          help="Override a setting (repeatable); wins over the snapshot's gpustack-settings.")
+                          help="Override a setting (repeatable); wins over the settings object in the snapshot.")
 rules_option = click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path),
                             help="Rules directory (default: the built-in rules).")
 

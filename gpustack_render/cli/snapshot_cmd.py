@@ -49,8 +49,10 @@ def command(kubeconfig: Path | None, context: str | None, output: Path | None, p
         diag = Diagnostics()
         state["ctx"] = types.SimpleNamespace(diagnostics=diag)
         rules = load_rules(rules_dir)
+        vocab = rules.vocabulary
+        assert vocab is not None
         snapshot = capture(kubeconfig, context, page_size, rules.settings_source, rules.setting_defaults, diag,
-                           progress=show_progress())
+                           progress=show_progress(), vocabulary=(vocab.workerApiGroup, vocab.nodeFeatureNamespace))
         text = dump_json(snapshot)
         if output is None:
             write_stdout(text)

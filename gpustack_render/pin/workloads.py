@@ -76,9 +76,10 @@ def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list
     """All Workloads of ``paths`` in input order; every problem of every document raised at once."""
     problems: list[Problem] = []
     workloads: list[WorkloadInput] = []
+    snapshot_kinds = frozenset(inputs.models(classifier.worker_group)) | RAW_ONLY_KINDS
     for display, docs in groupby(read_documents(paths, problems), key=lambda item: item[0]):
         objects = [obj for _, doc in docs for obj in _flatten(doc)]
-        misplaced = _snapshot_file(objects)
+        misplaced = _snapshot_file(objects, snapshot_kinds)
         if misplaced:  # one line for the file, not one "not a Kueue Workload" per object
             problems.append(Problem(misplaced, file=display))
             continue
@@ -91,10 +92,7 @@ def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list
     return workloads
 
 
-_SNAPSHOT_KINDS = frozenset(inputs.MODELS) | RAW_ONLY_KINDS
-
-
-def _snapshot_file(objects: list[Any]) -> str:
+def _snapshot_file(objects: list[Any], snapshot_kinds: frozenset[tuple[str, str]]) -> str:
     """A WORKLOAD file that holds only objects a snapshot is made of was most likely meant for
     ``--snapshot``: the message says so (empty when the file holds anything else)."""
     kinds: Counter[str] = Counter()
@@ -103,7 +101,7 @@ def _snapshot_file(objects: list[Any]) -> str:
         if not isinstance(api, str) or not isinstance(kind, str):
             return ""
         group = api.rpartition("/")[0]
-        if (group, kind) not in _SNAPSHOT_KINDS:
+        if (group, kind) not in snapshot_kinds:
             return ""
         kinds[kind] += 1
     if not kinds:

@@ -25,7 +25,6 @@ from gpustack_render.errors import Diagnostics, Problem, UserError
 
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 120
-NODE_FEATURE_NAMESPACE = "gpustack-system"  # where the rendered NodeFeatures live (build.py)
 
 
 @dataclass(frozen=True)
@@ -46,18 +45,21 @@ class Resource:
         return f"list {self.plural}" + (f" in namespace {self.namespace}" if self.namespace else "")
 
 
-RESOURCES = (
-    Resource("Node", "", "v1", "nodes", required=True),
-    Resource("Namespace", "", "v1", "namespaces", required=True),
-    Resource("Devices", "worker.gpustack.ai", "v1alpha1", "devices"),
-    Resource("InstanceType", "worker.gpustack.ai", "v1alpha1", "instancetypes"),
-    Resource("Topology", "kueue.x-k8s.io", "v1beta2", "topologies"),
-    Resource("AdmissionCheck", "kueue.x-k8s.io", "v1beta2", "admissionchecks"),
-    Resource("ResourceFlavor", "kueue.x-k8s.io", "v1beta2", "resourceflavors"),
-    Resource("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues"),
-    Resource("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues"),
-    Resource("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", NODE_FEATURE_NAMESPACE),
-)
+def resources(worker_group: str, node_feature_namespace: str) -> tuple[Resource, ...]:
+    """What ``snapshot`` lists, in order: the operator's kinds in ``worker_group`` and the NodeFeatures
+    in ``node_feature_namespace`` (the rules' Vocabulary ``workerApiGroup`` and ``nodeFeatureNamespace``)."""
+    return (
+        Resource("Node", "", "v1", "nodes", required=True),
+        Resource("Namespace", "", "v1", "namespaces", required=True),
+        Resource("Devices", worker_group, "v1alpha1", "devices"),
+        Resource("InstanceType", worker_group, "v1alpha1", "instancetypes"),
+        Resource("Topology", "kueue.x-k8s.io", "v1beta2", "topologies"),
+        Resource("AdmissionCheck", "kueue.x-k8s.io", "v1beta2", "admissionchecks"),
+        Resource("ResourceFlavor", "kueue.x-k8s.io", "v1beta2", "resourceflavors"),
+        Resource("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues"),
+        Resource("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues"),
+        Resource("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", node_feature_namespace),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,15 +416,23 @@ def _not_served(res: Resource, groups: dict[str, list[str]]) -> str | None:
 
 
 def capture(kubeconfig: Path | None, context: str | None, page_size: int, settings_source: tuple[str, str],
-            settings_keys: Iterable[str], diag: Diagnostics, progress: bool = False) -> dict[str, Any]:
-    """The snapshot as one ``List``: every kind of :data:`RESOURCES`, then the settings objects.
+            settings_keys: Iterable[str], diag: Diagnostics, progress: bool = False,
+            vocabulary: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The snapshot as one ``List``: every kind of :func:`resources`, then the settings objects.
+    ``vocabulary`` is the rules' (workerApiGroup, nodeFeatureNamespace), the built-in rules' when unset.
     Raises :class:`UserError` unless the server is a Kubernetes API and every list it serves was
     read completely: an empty or partial snapshot renders as if objects had been deleted."""
+    if vocabulary is None:
+        from gpustack_render.snapshot.inputs import builtin_vocabulary
+        builtin = builtin_vocabulary()
+        vocabulary = (str(builtin["workerApiGroup"]), str(builtin["nodeFeatureNamespace"]))
+    listed = resources(*vocabulary)
     with LibraryMessages() as messages:
         api = _api_client(kubeconfig, context, messages)
         try:
-            with Progress(progress, len(RESOURCES) + 1) as bar:
-                snapshot = _capture_lists(Capture(api, page_size, bar), settings_source, settings_keys, diag, bar)
+            with Progress(progress, len(listed) + 1) as bar:
+                snapshot = _capture_lists(Capture(api, page_size, bar), listed, settings_source, settings_keys,
+                                          diag, bar)
         finally:
             api.close()
         messages.warnings_to(diag, api.configuration.host)
@@ -431,11 +441,11 @@ def capture(kubeconfig: Path | None, context: str | None, page_size: int, settin
     return snapshot
 
 
-def _capture_lists(session: Capture, settings_source: tuple[str, str], settings_keys: Iterable[str],
-                   diag: Diagnostics, bar: Progress) -> dict[str, Any]:
+def _capture_lists(session: Capture, listed: tuple[Resource, ...], settings_source: tuple[str, str],
+                   settings_keys: Iterable[str], diag: Diagnostics, bar: Progress) -> dict[str, Any]:
     groups = session.served_groups()
     items: list[dict[str, Any]] = []
-    for res in RESOURCES:
+    for res in listed:
         why = None if res.required else _not_served(res, groups)
         found = None if why else session.list(res)
         if found is None:
