@@ -186,7 +186,84 @@ def _unknown_rule_kind(r: Path) -> list[Want]:
     return [Want("topology.yaml", line, "unknown rule kind 'Topologies' (did you mean 'Topology'?)", "kind")]
 
 
+def _fact_value_type(r: Path) -> list[Want]:
+    line = replace(r, "grouping.yaml", "{fact: cpuCount, operator: Gt, value: 0}",
+                   '{fact: cpuCount, operator: Gt, value: "0"}')
+    return [Want("grouping.yaml", line, "value '0' does not fit fact 'cpuCount' (whole number) (write 0 without quotes)",
+                 "flavor.cpu.contributes.all.2.value")]
+
+
+def _fact_operator(r: Path) -> list[Want]:
+    line = replace(r, "lifecycle.yaml", "{fact: currentStopPolicy, operator: Eq, value: Hold}",
+                   "{fact: currentStopPolicy, operator: Gt, value: 3}")
+    return [Want("lifecycle.yaml", line, "operator Gt does not fit fact 'currentStopPolicy'")]
+
+
+def _replace_group_number(r: Path) -> list[Want]:
+    line = replace(r, "normalisation.yaml", "{regex: ' CPU$', replace: \"\"}", "{regex: ' CPU$', replace: '\\9'}")
+    return [Want("normalisation.yaml", line, "invalid replacement for this regex: invalid group reference 9",
+                 "normalizeName.cruft.4.replace")]
+
+
+def _replace_group_name(r: Path) -> list[Want]:
+    line = replace(r, "manufacturers.yaml", "replace: '\\1g.\\2gb'", "replace: '\\1g.\\g<name>gb'")
+    return [Want("manufacturers.yaml", line, "invalid replacement for this regex: unknown group name 'name' "
+                 "(the regex has 2 group(s))")]
+
+
+def _division_by_zero(r: Path) -> list[Want]:
+    line = replace(r, "queues.yaml", 'nominalQuota: "capacity * M"', 'nominalQuota: "capacity / 0"')
+    return [Want("queues.yaml", line, "expression 'capacity / 0' failed: division by zero for capacity=8",
+                 "quota.accelerated.nominalQuota")]
+
+
+def _not_whole(r: Path) -> list[Want]:
+    line = replace(r, "capacity.yaml", 'value: "L * vram"}', 'value: "L * vram / 3"}')
+    return [Want("capacity.yaml", line, "expression 'L * vram / 3' gave 5461.333333333333, not a whole number "
+                 "for L=1, vram=16384")]
+
+
+def _huge_power(r: Path) -> list[Want]:
+    line = replace(r, "capacity.yaml", 'value: "P * M"}', 'value: "P ** M"}')
+    return [Want("capacity.yaml", line, "expression 'P ** M' failed: 1 ** 1600000 is over the sandbox's size limit "
+                 "for M=1600000, P=1")]
+
+
+def _share_units_by_zero(r: Path) -> list[Want]:
+    line = replace(r, "capacity.yaml", 'shareUnits: "M // 10"', 'shareUnits: "M // 0"')
+    return [Want("capacity.yaml", line, "expression 'M // 0' failed: integer division or modulo by zero for M=1600000",
+                 "fitLabels.shareUnits")]
+
+
+def _flavor_format_collides(r: Path) -> list[Want]:
+    line = replace(r, "naming.yaml", '  cpu: "gpustack--{gKey}-{os}-{arch}-{count}c-{profile}"',
+                   '  cpu: "gpustack--generic"')
+    return [Want("naming.yaml", line, "drops grouping key field(s) arch, count, gKey, os, profile",
+                 "resourceFlavor.cpu")]
+
+
+def _pool_format_collides(r: Path) -> list[Want]:
+    line = replace(r, "naming.yaml", '    cpu: "gpustack--{gKey}-{os}-{arch}"', '    cpu: "gpustack--{gKey}-{os}"')
+    return [Want("naming.yaml", line, "drops pool identity field(s) arch", "pool.whenAware.cpu")]
+
+
+def _node_feature_format_collides(r: Path) -> list[Want]:
+    line = replace(r, "naming.yaml", 'nodeFeature: "{node}-gpustack-worker"', 'nodeFeature: "gpustack-worker"')
+    return [Want("naming.yaml", line, "must contain the placeholder {node}", "nodeFeature")]
+
+
 CASES: dict[str, Edit] = {
+    "fact-value-type": _fact_value_type,
+    "fact-operator": _fact_operator,
+    "regex-replace-group-number": _replace_group_number,
+    "regex-replace-group-name": _replace_group_name,
+    "expression-division-by-zero": _division_by_zero,
+    "expression-not-whole": _not_whole,
+    "expression-huge-power": _huge_power,
+    "expression-share-units-by-zero": _share_units_by_zero,
+    "format-flavors-collide": _flavor_format_collides,
+    "format-pools-collide": _pool_format_collides,
+    "format-node-features-collide": _node_feature_format_collides,
     "yaml-syntax": _yaml_syntax,
     "unknown-key": _unknown_key,
     "missing-key": _missing_key,

@@ -608,3 +608,28 @@ def test_unknown_key_is_reported_at_the_key(tmp_path: Path) -> None:
     assert f"{rules / 'manufacturers.yaml'}:{line}:{col}: error: items.0.resourceBaes: unknown key 'resourceBaes' " \
            f"(did you mean 'resourceBase'?)" in lines, out
     assert f"{rules / 'presets.yaml'}:{flow_line}:{flow_col}: error: cpuPool.gpu: unknown key 'gpu' (did you mean 'cpu'?)" in lines, out
+
+
+# --------------------------------------------------------------------------------------------
+# arithmetic that fails on the snapshot's data: a rule error, never an internal error
+# --------------------------------------------------------------------------------------------
+
+def test_arithmetic_failing_on_the_data_is_a_rule_error_at_its_line(tmp_path: Path) -> None:
+    """``capacity // (capacity - 4)`` passes lint's sample inputs but divides by zero for the demo's
+    flavors of capacity 4: render exits 2 with one rule error naming the file:line:col, the rule path,
+    the expression and the input values; nothing on stdout."""
+    from click.testing import CliRunner
+
+    from gpustack_render.cli import main
+    rules = copy_rules(tmp_path)
+    replace(rules, "queues.yaml", 'nominalQuota: "capacity"}', 'nominalQuota: "capacity // (capacity - 4)"}')
+    text = (rules / "queues.yaml").read_text(encoding="utf-8")
+    line = line_of(text, "capacity // (capacity - 4)")
+    col = text.splitlines()[line - 1].index('"capacity //') + 1
+    assert CliRunner().invoke(main, ["lint", "--rules", str(rules)]).exit_code == 0
+    result = CliRunner().invoke(main, ["render", str(DEMO), "--rules", str(rules)])
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == (f"{rules / 'queues.yaml'}:{line}:{col}: error: quota.cpu.nominalQuota: expression "
+                             f"'capacity // (capacity - 4)' failed: integer division or modulo by zero for "
+                             f"capacity=4\n")

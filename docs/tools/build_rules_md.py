@@ -213,7 +213,29 @@ def _elsewhere(s: Scratch) -> None:
     shutil.rmtree(s.root / "gitops")
 
 
-SECTIONS = (_loop, _manufacturer, _naming, _tier, _output, _elsewhere)
+def facts_table() -> str:
+    """The facts a condition may name (``expressions.FACTS``: the one declaration), as a Markdown table."""
+    from gpustack_render.rules.expressions import FACTS, SCOPES
+    rows = [f"- **{scope}**: {where}" for scope, where in SCOPES.items()]
+    rows += ["", "| fact | type | known in | meaning |", "|---|---|---|---|"]
+    for fact in FACTS.values():
+        scopes = ", ".join(s for s in SCOPES if s in fact.scopes)
+        rows.append(f"| `{fact.name}` | {fact.describe_type()} | {scopes} | {fact.meaning} |")
+    return "\n".join(rows)
+
+
+def _facts(s: Scratch) -> None:
+    s.out["facts-table"] = facts_table()
+    s.edit("rules/grouping.yaml", "{fact: cpuCount, operator: Gt, value: 0}", '{fact: cpuCount, operator: Gt, value: "0"}')
+    s.edit("rules/lifecycle.yaml", "{fact: currentStopPolicy, operator: Eq, value: HoldAndDrain}",
+           "{fact: currentStopPolicy, operator: Gt, value: 3}")
+    s.edit("rules/queues.yaml", "- {fact: acceleratable}", "- {fact: inactive}")
+    s.diff("facts.diff")
+    s.step("facts-lint", "gpustack-render lint --rules rules")
+    s.restore()
+
+
+SECTIONS = (_loop, _manufacturer, _naming, _tier, _output, _elsewhere, _facts)
 
 
 def build() -> str:
