@@ -48,6 +48,33 @@ def test_cases_exist() -> None:
         assert (case_dir / casetest.CASE_FILE).is_file(), f"{case_dir}: no case.yaml"
 
 
+SHARED_SNAPSHOTS = (REPO / "fixtures" / "snapshots", REPO / "fixtures" / "demo")
+
+
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
+def test_a_case_reads_only_its_folder_or_shared_snapshots(case_dir: Path) -> None:
+    """A case is self-contained or names shared snapshots (fixtures/snapshots/<name>/, the demo):
+    it never reads another case's folder, so changing one case cannot break another."""
+    case = load_case(case_dir)
+    for rel in case.snapshot:
+        target = (case_dir / rel).resolve()
+        assert target.is_relative_to(case_dir.resolve()) or any(
+            target.is_relative_to(root.resolve()) for root in SHARED_SNAPSHOTS), \
+            f"{case_dir.name}: snapshot {rel!r} is outside the case and fixtures/snapshots/"
+
+
+def test_goldens_hold_only_what_their_case_is_about() -> None:
+    """Most render cases select the kinds their description is about (``expect:``); the goldens
+    stay small, so a naming change does not rewrite every one."""
+    render_cases = [load_case(d) for d in CASE_DIRS]
+    render_cases = [c for c in render_cases if c.command == "render" and c.expect_exit_code == 0]
+    selected = [c for c in render_cases if not c.expect.everything]
+    assert len(selected) >= len(render_cases) - 4, [c.name for c in render_cases if c.expect.everything]
+    for case in selected:
+        for item in casetest.load_expected(case):
+            assert item["kind"] in case.expect.kinds, (case.name, item["kind"])
+
+
 # ------------------------------------------------------------------------------------------------
 # The comparison semantics themselves (so that a green fixture run means what it says)
 # ------------------------------------------------------------------------------------------------
