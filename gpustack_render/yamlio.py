@@ -104,6 +104,10 @@ def parse_documents(text: str, source: str) -> list[Any]:
                 raise UserError([Problem(f"invalid JSON: {err.msg}", file=source, line=err.lineno,
                                          column=err.colno)]) from None
     try:
+        return load_simple_stream(text)
+    except NotSimple:
+        pass
+    try:
         return [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -347,11 +351,12 @@ class NotSimple(Exception):
 # Characters outside this set make libyaml complain or read differently (tabs, CR, BOM, controls).
 _SIMPLE_TEXT_BAD = re.compile("[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
                               r"|\\/|\\u[dD][89a-fA-F]")
-_PLAIN_KEY = re.compile(r"([A-Za-z0-9_.][A-Za-z0-9_./-]*):(?: |\Z)")
-_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.~+-][A-Za-z0-9_./~+-]*(?: [A-Za-z0-9_./~+()-]+)*\Z")
 _JSON_VALUE_START = frozenset('"{[')
+_PLAIN_BAD_START = frozenset(",[]{}#&*!|>'\"%@`")
 _SAFE_CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVERS: dict[Any, list[tuple[str, Any]]] = BulkLoader.yaml_implicit_resolvers
+_RESOLVED_TAGS = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
+                            "tag:yaml.org,2002:null"})
 
 
 def _no_constant(name: str) -> Any:
@@ -368,11 +373,28 @@ _JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_yaml11_float)
 _scan_string = json.decoder.scanstring
 
 
-@lru_cache(maxsize=1 << 14)
+def _plain_ok(text: str) -> bool:
+    """Whether ``text`` (stripped, one line) is a whole plain scalar in block context."""
+    first = text[0]
+    if first in "-?:":
+        if len(text) == 1 or text[1] == " ":
+            return False
+    elif first in _PLAIN_BAD_START:
+        return False
+    return ": " not in text and " #" not in text and not text.endswith(":") and not text.startswith(("---", "..."))
+
+
 def _plain(value: str) -> Any:
     """A plain scalar as PyYAML's safe loader reads it (implicit resolution, then construction)."""
-    if value == "-" or value.startswith(("---", "...")):
+    if not _plain_ok(value):
         raise NotSimple(value)
+    if value[0] not in _RESOLVERS and None not in _RESOLVERS:
+        return value  # no implicit type starts with this character
+    return _resolved(value)
+
+
+@lru_cache(maxsize=1 << 14)
+def _resolved(value: str) -> Any:
     for tag, regexp in _RESOLVERS.get(value[0], []) + _RESOLVERS.get(None, []):
         if regexp.match(value):
             break
@@ -380,16 +402,29 @@ def _plain(value: str) -> Any:
         return value
     if tag == _STR_TAG:
         return value
-    if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
-                   "tag:yaml.org,2002:null"):
+    if tag not in _RESOLVED_TAGS:
         raise NotSimple(value)  # merge keys, values, ...
     constructor = _SAFE_CONSTRUCTOR.yaml_constructors[tag]
     return constructor(_SAFE_CONSTRUCTOR, yaml.ScalarNode(tag, value))
 
 
+def _single_quoted(text: str) -> tuple[str, int]:
+    """A one-line single-quoted scalar at the start of ``text``: its value and where it ends."""
+    pos = 1
+    while True:
+        end = text.find("'", pos)
+        if end < 0:
+            raise NotSimple(text)  # continues on the next line
+        if text[end + 1:end + 2] == "'":
+            pos = end + 2
+            continue
+        return text[1:end].replace("''", "'"), end + 1
+
+
 def _inline(text: str) -> Any:
-    """A value written on its key's (or dash's) line: JSON, or a plain word."""
-    if text[0] in _JSON_VALUE_START:
+    """A value written on its key's (or dash's) line: JSON, a quoted or a plain scalar."""
+    first = text[0]
+    if first in _JSON_VALUE_START:
         try:
             value, end = _JSON.raw_decode(text)
         except ValueError:
@@ -397,25 +432,40 @@ def _inline(text: str) -> Any:
         if end != len(text):
             raise NotSimple(text)
         return value
-    if not _PLAIN_VALUE.match(text):
-        raise NotSimple(text)
+    if first == "'":
+        value, end = _single_quoted(text)
+        if end != len(text):
+            raise NotSimple(text)
+        return value
     return _plain(text)
 
 
-def _key(content: str) -> tuple[Any, str]:
-    """Split a mapping line into its key and what follows ``: `` (``""`` for a nested block)."""
-    if content[0] == '"':
-        try:
-            key, end = _scan_string(content, 1)
-        except ValueError:
-            raise NotSimple(content) from None
-        if content[end:end + 1] != ":" or content[end + 1:end + 2] not in ("", " "):
+def _split(content: str) -> tuple[Any, str] | None:
+    """A mapping line's key and what follows ``: `` (``""`` for a nested block); ``None`` when the
+    line is a scalar, not a mapping entry."""
+    first = content[0]
+    if first == '"' or first == "'":
+        if first == '"':
+            try:
+                key, end = _scan_string(content, 1)
+            except ValueError:
+                raise NotSimple(content) from None
+        else:
+            key, end = _single_quoted(content)
+        if end == len(content):
+            return None
+        if content[end] != ":" or content[end + 1:end + 2] not in ("", " "):
             raise NotSimple(content)
-        return key, content[end + 1:].strip()
-    match = _PLAIN_KEY.match(content)
-    if match is None or match.group(1).startswith(("---", "...")):
+        return key, content[end + 1:].strip(" ")
+    cut = content.find(": ")
+    if cut < 0:
+        if not content.endswith(":"):
+            return None
+        cut = len(content) - 1
+    key_text = content[:cut].rstrip(" ")
+    if not key_text:
         raise NotSimple(content)
-    return _plain(match.group(1)), content[match.end():].strip()
+    return _plain(key_text), content[cut + 1:].strip(" ")
 
 
 def _is_item(content: str) -> bool:
@@ -442,12 +492,15 @@ class _Block:
             return self.sequence(indent)
         return self.mapping(indent)
 
-    def nested(self, parent: int) -> Any:
-        """The value of ``key:`` or ``-`` left empty on its line: a deeper block, else null."""
-        if self.pos < len(self.lines) and self.indent() > parent:
-            return self.node(self.indent())
-        if self.pos < len(self.lines) and self.indent() == parent and _is_item(self.lines[self.pos][1]):
-            raise NotSimple("indentless sequence")
+    def nested(self, parent: int, in_mapping: bool) -> Any:
+        """The value of ``key:`` or ``-`` left empty on its line: a deeper block, a sequence at the
+        key's own column (YAML allows that for a mapping's value), else null."""
+        if self.pos < len(self.lines):
+            indent = self.indent()
+            if indent > parent:
+                return self.node(indent)
+            if indent == parent and in_mapping and _is_item(self.lines[self.pos][1]):
+                return self.sequence(indent)
         return None
 
     def after_inline(self, indent: int) -> None:
@@ -460,13 +513,16 @@ class _Block:
             content = self.lines[self.pos][1]
             if _is_item(content):
                 raise NotSimple(content)
-            key, rest = _key(content)
+            entry = _split(content)
+            if entry is None:
+                raise NotSimple(content)
+            key, rest = entry
             self.pos += 1
             if rest:
                 out[key] = _inline(rest)
                 self.after_inline(indent)
             else:
-                out[key] = self.nested(indent)
+                out[key] = self.nested(indent, True)
         return out
 
     def sequence(self, indent: int) -> list[Any]:
@@ -477,10 +533,10 @@ class _Block:
             stripped = rest.lstrip(" ")
             if not stripped:
                 self.pos += 1
-                out.append(self.nested(indent))
+                out.append(self.nested(indent, False))
                 continue
             column = indent + 1 + len(rest) - len(stripped)
-            if _is_item(stripped) or _PLAIN_KEY.match(stripped) or (stripped[0] == '"' and _quoted_key(stripped)):
+            if _is_item(stripped) or _split(stripped) is not None:
                 line[0], line[1] = column, stripped  # the item's first line, at its own column
                 out.append(self.node(column))
             else:
@@ -488,14 +544,6 @@ class _Block:
                 out.append(_inline(stripped))
                 self.after_inline(indent)
         return out
-
-
-def _quoted_key(content: str) -> bool:
-    try:
-        _key_text, end = _scan_string(content, 1)
-    except ValueError:
-        raise NotSimple(content) from None
-    return content[end:end + 1] == ":" and content[end + 1:end + 2] in ("", " ")
 
 
 def load_simple_block(text: str) -> Any:
@@ -509,3 +557,28 @@ def load_simple_block(text: str) -> Any:
     if block.pos != len(block.lines):
         raise NotSimple("trailing lines")
     return value
+
+
+_DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)
+
+
+def load_simple_stream(text: str) -> list[Any]:
+    """The non-empty documents of a YAML stream (``---`` separated) in the subset above, or
+    :class:`NotSimple`. Used for YAML snapshots (``kubectl get -o yaml`` writes block YAML): the
+    positions libyaml would give are recovered on the error path only (snapshot.locate_line)."""
+    if _SIMPLE_TEXT_BAD.search(text):
+        raise NotSimple("characters")
+    documents = []
+    for part in _DOCUMENT_START.split(text):
+        block = _Block(part)
+        if not block.lines:
+            continue
+        if block.lines[0][1][0] == "%":
+            raise NotSimple("directive")
+        value = block.node(block.indent())
+        if block.pos != len(block.lines):
+            raise NotSimple("trailing lines")
+        if value is not None:
+            documents.append(value)
+    return documents
+

@@ -17,7 +17,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack_render.yamlio import BulkLoader, NotSimple, StreamDumper, dump_yaml, dump_yaml_stream, load_simple_block
+from gpustack_render.yamlio import (BulkLoader, NotSimple, StreamDumper, dump_yaml, dump_yaml_stream,
+                                    load_simple_block, load_simple_stream)
 
 WORDS = st.sampled_from(["y", "n", "yes", "No", "on", "OFF", "true", "False", "null", "~", ".inf", "-.inf", ".nan",
                          "0777", "0o17", "0x1F", "1_000", "1:20", "190:20:30", "1e3", "1.0e+3", "1.5", "-1",
@@ -33,9 +34,11 @@ JSON_VALUES = st.recursive(
 
 
 def _value_text(draw: Any) -> str:
-    kind = draw(st.sampled_from(["plain", "json", "json-compact", "comment"]))
+    kind = draw(st.sampled_from(["plain", "json", "json-compact", "comment", "single"]))
     if kind == "plain":
         return draw(SCALARS)
+    if kind == "single":
+        return "'" + draw(SCALARS).replace("'", "''") + "'"
     if kind == "comment":
         return json.dumps(draw(SCALARS)) + " # note"
     value = draw(JSON_VALUES)
@@ -90,9 +93,26 @@ def test_fast_block_reader_reads_as_libyaml_or_declines(text: str) -> None:
     assert fast == slow or repr(fast) == repr(slow)  # nan != nan
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.lists(documents(), max_size=3), st.booleans())
+def test_fast_stream_reader_reads_as_libyaml_or_declines(docs: list[str], leading: bool) -> None:
+    """YAML snapshots: a ``---`` separated stream, read as libyaml reads it (empty documents dropped)."""
+    text = ("---\n" if leading else "") + "\n---\n".join(docs) + "\n"
+    try:
+        fast = load_simple_stream(text)
+    except NotSimple:
+        return
+    try:
+        slow = [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None]
+    except yaml.YAMLError as err:
+        pytest.fail(f"fast reader accepted text libyaml refuses ({err}):\n{text}")
+    assert repr(fast) == repr(slow)
+
+
 @pytest.mark.parametrize("text", [
     "a: 1e3", "a: [1e3]", "a: 0777", "a: on", "a: [NaN]", 'a: "\\/"', 'a: "\\x41"', "a: &x 1", "a: !!str 1",
-    "a: |\n  text", "a:\n- 1", "a: b\n  c", '"k":1', "a: 'q'", "<<: {}", "a: {b: c}", "a: 1 # c",
+    "a: |\n  text", "a:\n- 1", "a: b\n  c", '"k":1', "a: 'q'", "a: 'it''s'", "a: 'x' y", "- a\n-\n- b",
+    "a: b: c", "a:b: c", "a: x[1]", "a: -", "? a\n: b", "a: 2001-12-14", "a: [1, 2]", "- - a\n  - b\n- c", "<<: {}", "a: {b: c}", "a: 1 # c",
 ])
 def test_fast_block_reader_edge_cases(text: str) -> None:
     try:
