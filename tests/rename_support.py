@@ -27,6 +27,7 @@ Where each substitution applies, and why:
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 FNV = re.compile(r"fnv64-[0-9a-f]{16}")
 PLACEHOLDER = "fnv64-<hash>"
+# Diagram node ids of `diff --format markdown` (views/graph.py: a prefix + 10 hex digits of SHA-1
+# of the object's name): hashes of renamed names too.
+DIAGRAM_ID = re.compile(r"(?<![A-Za-z0-9_])([a-z]+)_[0-9a-f]{10}(?![0-9a-f])")
 SENTINEL = "generic"
 OLD_POOL_PREFIX = "gpustack--"
 PROTECTED: tuple[str, ...] = ("render.gpustack.ai", "gpustack-render")
@@ -112,6 +116,24 @@ class Renaming:
         assert scope in ("tree", "snapshot", "output"), scope
         return self._pattern(scope).sub(self._replacement, text)
 
+    def old_words(self) -> list[str]:
+        """What this renaming replaces (identity pairs excluded)."""
+        words = [old for old, new in (*self.plain, *self.settings) if old != new]
+        return words + ([SENTINEL] if self.sentinel is not None else [])
+
+    def leftovers(self, text: str) -> list[str]:
+        """The words of ``text`` that still hold old vocabulary (protected words aside): in the
+        output for renamed inputs they point straight at a literal the code still holds."""
+        kept = [*PROTECTED, *(old for old, new in self.plain if old == new)]
+        found: dict[str, int] = {}
+        for word in NAME_TOKEN.findall(text):
+            rest = word
+            for keep in kept:
+                rest = rest.replace(keep, "\x00")
+            if any(old in rest for old in self.old_words()):
+                found[word] = found.get(word, 0) + 1
+        return [f"{word} (x{count})" for word, count in sorted(found.items(), key=lambda item: -item[1])]
+
     def set_arg(self, assignment: str) -> str:
         """A ``--set NAME=VALUE`` with NAME renamed (values are never vocabulary)."""
         name, sep, value = assignment.partition("=")
@@ -129,7 +151,7 @@ def copy_renamed(src: Path, dst: Path, renaming: Renaming | None, scope: str) ->
         target.parent.mkdir(parents=True, exist_ok=True)
         if renaming is not None and path.suffix in TEXT_SUFFIXES:
             original = path.read_text(encoding="utf-8")
-            renamed = translate_hashes(original, renaming.apply(original, scope), renaming, scope)
+            renamed = translate_hashes(renaming.apply(original, scope), renaming, scope)
             target.write_text(renamed, encoding="utf-8")
         else:
             shutil.copyfile(path, target)
@@ -149,28 +171,44 @@ def build_workspace(root: Path, renaming: Renaming | None, *, rename_rules: bool
 
 
 def normalise(text: str, root: Path | None = None) -> str:
-    """Hashes to a placeholder; the workspace root to ``<root>`` (diagnostics name files)."""
+    """Hashes (and diagram ids) to a placeholder; the workspace root to ``<root>`` (diagnostics
+    name files)."""
     if root is not None:
         text = text.replace(str(root), "<root>")
-    return FNV.sub(PLACEHOLDER, text)
+    return DIAGRAM_ID.sub(r"\1_<id>", FNV.sub(PLACEHOLDER, text))
 
 
 NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def translate_hashes(original: str, renamed: str, renaming: Renaming, scope: str) -> str:
-    """``renamed`` (= ``renaming.apply(original)``) with each hash of a renamed name re-hashed.
+@functools.cache
+def preimages() -> dict[str, str]:
+    """FNV-1a 64 hash → the word it hashes, over every word of fixtures/ and tests/golden/.
+
+    The words of the expected outputs are only candidates: a hash is translated when one of
+    them hashes to it, and a wrong candidate cannot produce a matching hash.
+    """
+    words: set[str] = set()
+    for folder in (FIXTURES, REPO / "tests" / "golden"):
+        for path in folder.rglob("*"):
+            if path.is_file() and path.suffix in TEXT_SUFFIXES:
+                words.update(NAME_TOKEN.findall(path.read_text(encoding="utf-8")))
+    return {fnv1a64_hex(word): word for word in words}
+
+
+def translate_hashes(renamed: str, renaming: Renaming, scope: str) -> str:
+    """``renamed`` (a renamed text) with each hash of a renamed name re-hashed.
 
     Objects of a snapshot or a previous render refer to each other by hashed names (a LocalQueue
     ``<prefix>fnv64-<FNV-1a 64 of its ClusterQueue>``); after a rename those must be the hashes of
-    the renamed names, or the renamed input would describe another cluster. The preimage of each
-    hash is looked up among the words of ``original`` (a hash whose preimage is not there, such as
-    a topology profile of level keys, is left as it is: its preimage holds no vocabulary).
+    the renamed names, or the renamed input would describe another cluster. A hash whose preimage
+    is unknown (:func:`preimages`), such as a topology profile of level keys, stays: its preimage
+    holds no vocabulary.
     """
-    preimages = {fnv1a64_hex(word): word for word in set(NAME_TOKEN.findall(original))}
+    table = preimages()
 
     def rehash(match: re.Match[str]) -> str:
-        word = preimages.get(match.group(0)[len("fnv64-"):])
+        word = table.get(match.group(0)[len("fnv64-"):])
         return match.group(0) if word is None else "fnv64-" + fnv1a64_hex(renaming.apply(word, scope))
 
     return FNV.sub(rehash, renamed)

@@ -156,7 +156,7 @@ class Workspaces:
     def run(self, renaming: str | None, argv: tuple[str, ...]) -> Outcome:
         result = self.runner.invoke(main, list(argv))
         if result.exit_code == 3 or (result.exception and not isinstance(result.exception, SystemExit)):
-            pytest.fail(f"internal error for {argv}: {result.exception!r}\n{result.stderr}")
+            pytest.fail(f"internal error (exit {result.exit_code}) for {' '.join(argv)}:\n{result.stderr}")
         return Outcome(result.exit_code, result.stdout, normalise(result.stderr, self.path(renaming)))
 
     def common(self, renaming: str | None, sets: tuple[str, ...], templates: bool = True) -> list[str]:
@@ -187,7 +187,7 @@ class Workspaces:
         text = original.stdout
         if renaming:
             rn = RENAMINGS[renaming]
-            text = translate_hashes(text, rn.apply(text, "output"), rn, "output")
+            text = translate_hashes(rn.apply(text, "output"), rn, "output")
         target = self.path(renaming) / "previous" / f"{scenario.name}.yaml"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
@@ -247,7 +247,9 @@ def test_renamed_inputs_give_renamed_outputs(workspaces: Workspaces, renaming: s
     actual = workspaces.run(renaming, argv_for(workspaces, renaming, scenario, command))
     structured = command not in ("diff-against", "diff-live")
     problem = difference(expected_for(original, RENAMINGS[renaming]), actual, structured)
-    assert not problem, f"[{renaming}] {scenario} {command}:\n{problem}"
+    left = RENAMINGS[renaming].leftovers(actual.stdout + actual.stderr)
+    hint = f"\nold vocabulary left in the renamed-input output: {', '.join(left[:8])}" if left else ""
+    assert not problem, f"[{renaming}] {scenario} {command}:{hint}\n{problem}"
 
 
 def test_renamings_really_rename(workspaces: Workspaces) -> None:
@@ -257,6 +259,18 @@ def test_renamings_really_rename(workspaces: Workspaces) -> None:
         if name == "settings":   # setting names never reach the render's stdout
             continue
         assert renaming.apply(original.stdout, "output") != original.stdout, name
+
+
+@pytest.mark.parametrize("renaming", list(RENAMINGS))
+def test_renamed_copies_hold_no_old_word(workspaces: Workspaces, renaming: str) -> None:
+    """The copies of rules/ and templates/ keep no old word (protected ones aside), so an old word
+    in a renamed-input output can only come from the Python code."""
+    ws = workspaces.path(renaming)
+    for folder in ("rules", "templates"):
+        for path in sorted((ws / folder).rglob("*")):
+            if path.is_file():
+                left = RENAMINGS[renaming].leftovers(path.read_text(encoding="utf-8"))
+                assert not left, f"{path.relative_to(ws)}: {left}"
 
 
 def test_sentinel_only_at_sentinel_sites() -> None:
