@@ -38,6 +38,8 @@ from rename_support import (FIXTURES, Renaming, build_workspace, normalise,  # n
                             renamed_setting, same_up_to_order, setting_names, stray_sentinels,
                             translate_hashes)
 
+# A valid DNS subdomain, so every renamed label key stays valid (the prefix may be 253 characters;
+# the name part after the slash, which has the 63-character limit, is not touched).
 DOMAIN = ("gpustack.ai", "acme.example")
 NAMESPACE = ("gpustack-system", "acme-system")
 # The pool and queue prefixes; with them every other `gpustack-` name prefix, because the Topology
