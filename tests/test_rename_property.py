@@ -34,7 +34,7 @@ from gpustack_render.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rename_support import (FIXTURES, Renaming, build_workspace, normalise,  # noqa: E402
+from rename_support import (FIXTURES, REPO, Renaming, build_workspace, normalise,  # noqa: E402
                             renamed_setting, same_up_to_order, setting_names, stray_sentinels,
                             translate_hashes)
 
@@ -297,21 +297,31 @@ def test_sentinel_kept_as_ordinary_word_in_snapshots() -> None:
                        '"generalGroup": "unbranded"\n')
 
 
-def test_comparison_catches_a_half_rename(tmp_path: Path) -> None:
-    """The check can fail: renaming rules/ but not templates/ (or the snapshot but not the rules)
-    must give an output that differs from the renamed original."""
+@pytest.mark.parametrize("half", ["rules-only", "snapshot-only", "rules-but-naming"])
+def test_comparison_catches_a_half_rename(tmp_path: Path, half: str) -> None:
+    """The check can fail: a rename applied to only part of the inputs gives an output that the
+    comparison tells from the renamed original. ``prefixes`` is used because it is the most
+    widespread single renaming. rules-only: rules/ and the snapshot renamed, templates/ not
+    (only meaningful while templates/ hold a word it renames, which is checked first);
+    snapshot-only: neither rules/ nor templates/; rules-but-naming: rules/naming.yaml kept."""
     runner = CliRunner()
-    renaming = RENAMINGS["all"]
+    renaming = RENAMINGS["prefixes"]
     full = build_workspace(tmp_path / "orig", None)
     argv = ["render", str(full / "fixtures" / "demo"), "--rules", str(full / "rules"),
             "--templates", str(full / "templates")]
     original = runner.invoke(main, argv)
     assert original.exit_code == 0, original.stderr
     expected = Outcome(0, normalise(renaming.apply(original.stdout, "output")), "")
-    for label, flags in {"rules-only": dict(rename_templates=False, rename_snapshots=True),
-                         "snapshot-only": dict(rename_rules=False, rename_templates=False)}.items():
-        ws = build_workspace(tmp_path / label, renaming, **flags)
-        result = runner.invoke(main, ["render", str(ws / "fixtures" / "demo"), "--rules", str(ws / "rules"),
-                                      "--templates", str(ws / "templates")])
-        actual = Outcome(result.exit_code, result.stdout, "")
-        assert difference(expected, actual, structured=True), f"{label}: a half rename went unnoticed"
+    flags = {"rules-only": {"rename_templates": False}, "snapshot-only": {"rename_rules": False, "rename_templates": False},
+             "rules-but-naming": {}}[half]
+    ws = build_workspace(tmp_path / half, renaming, **flags)
+    if half == "rules-only":
+        assert any(renaming.leftovers(p.read_text(encoding="utf-8")) for p in (ws / "templates").iterdir()), \
+            "templates/ hold no word the renaming replaces: pick a half rename that differs"
+    if half == "rules-but-naming":
+        (ws / "rules" / "naming.yaml").write_text((REPO / "rules" / "naming.yaml").read_text(encoding="utf-8"),
+                                                  encoding="utf-8")
+    result = runner.invoke(main, ["render", str(ws / "fixtures" / "demo"), "--rules", str(ws / "rules"),
+                                  "--templates", str(ws / "templates")])
+    actual = Outcome(result.exit_code, result.stdout, "")
+    assert difference(expected, actual, structured=True), f"{half}: a half rename went unnoticed"
