@@ -44,7 +44,8 @@ def _arithmetic(c: _Compiler, kind: str, loc: tuple[str | int, ...], source: str
         return None
     line, col = _position(c.docs[kind].data, loc)
     located = expr.located(c.docs[kind].file, line, col, ".".join(map(str, loc)))
-    return located if c.at(kind, loc, lambda: located.probe(samples) or True) else None
+    probed: Arithmetic | None = c.at(kind, loc, lambda: located.probe(samples))
+    return probed
 
 
 def _missing_fields(kept: set[str], required: set[str]) -> list[str]:
@@ -58,8 +59,7 @@ def _regex_rewrite(c: _Compiler, kind: str, loc: tuple[str | int, ...], pattern_
     pattern = c.at(kind, loc + (pattern_key,), lambda: re.compile(regex))
     if pattern is None:
         return None
-    ok = c.at(kind, loc, lambda: check_replacement(pattern, replacement) or True)  # points at its replace
-    return (pattern, replacement) if ok else None
+    return c.at(kind, loc, lambda: check_replacement(pattern, replacement))  # points at its replace
 
 def _cruft_step(step: Any) -> Callable[[str], str]:
     if isinstance(step, schema.CutAt):

@@ -133,7 +133,7 @@ class Arithmetic:
     def located(self, file: str, line: int | None, column: int | None, path: str) -> "Arithmetic":
         return Arithmetic(self.source, self._fn, self.names, (file, line, column, path))
 
-    def probe(self, samples: Mapping[str, tuple[Any, ...]]) -> None:
+    def probe(self, samples: Mapping[str, tuple[Any, ...]]) -> "Arithmetic":
         """Evaluate on sample inputs at load (``lint``): the base sample (first value of each
         variable), then each variable through its samples with the others at their base. An
         expression that fails on a typical input (``L * vram / 3``, ``capacity / 0``, ``P ** M``)
@@ -148,6 +148,7 @@ class Arithmetic:
                 raise RuleMeaningError(f"expression '{self.source}' {err} for {show_values(values, self.names)}",
                                        "sample input values; the expression must give a whole number for "
                                        "every input") from None
+        return self
 
     @classmethod
     def compile(cls, source: str, allowed: set[str]) -> "Arithmetic":
@@ -169,7 +170,7 @@ def show_values(values: Mapping[str, Any], names: frozenset[str] | set[str]) -> 
     return ", ".join(shown) or "no input"
 
 
-def check_replacement(pattern: re.Pattern[str], replacement: str) -> None:
+def check_replacement(pattern: re.Pattern[str], replacement: str) -> tuple[re.Pattern[str], str]:
     r"""A regex ``replace`` is a template: ``\9`` or ``\g<name>`` that the pattern has no group for
     would fail on the first match. Python checks the template without a match, so check it at load."""
     try:
@@ -179,6 +180,7 @@ def check_replacement(pattern: re.Pattern[str], replacement: str) -> None:
                                f"the regex has {pattern.groups} group(s)"
                                + (f" named {', '.join(sorted(pattern.groupindex))}" if pattern.groupindex
                                   else ""), ("replace",)) from None
+    return pattern, replacement
 
 
 # --- facts ----------------------------------------------------------------------------------------
