@@ -146,8 +146,8 @@ class Arithmetic:
                 self.evaluate(**values)
             except ArithmeticFailure as err:
                 raise RuleMeaningError(f"expression '{self.source}' {err} for {show_values(values, self.names)}",
-                                       "sample input values; the expression must give a whole number for "
-                                       "every input") from None
+                                       "inputs tried at load: an expression must give a whole number "
+                                       "for every input") from None
         return self
 
     @classmethod
