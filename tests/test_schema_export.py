@@ -123,10 +123,8 @@ def test_schema_is_visible_in_help() -> None:
 # --- schema -o DIR --rules RULESDIR: the editor link survives copying rules/ (in-process) ---------
 
 def schema_in_process(*args: str) -> tuple[int, str, str]:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
-    result = CliRunner().invoke(main, ["schema", *args], catch_exceptions=False)
+    # from the test's working directory (tmp_path): relative --rules/-o must never reach the repo's rules/
+    result = invoke("schema", *args, cwd=Path.cwd())
     return result.exit_code, result.stdout, result.stderr
 
 
