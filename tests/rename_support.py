@@ -10,7 +10,9 @@ names differ, nothing else may).
 Where each substitution applies, and why:
 
 * Plain substitutions (the domain, the namespace, the name prefixes) apply everywhere: they are
-  never ordinary words, so any occurrence in a snapshot is the operator's vocabulary.
+  never ordinary words, so any occurrence in a snapshot is the operator's vocabulary. The domain
+  takes the operator's API group (``worker.gpustack.ai``: Devices, InstanceType) with it, in the
+  snapshot's ``apiVersion`` too, as in a cluster whose CRDs were renamed with the operator.
 * Setting names apply as whole tokens (a setting name inside a longer dash-joined word is not it).
 * The sentinel ``generic`` (the general group of a CPU that is not manufacturer-aware, the name
   part of the generic CPU pool) *is* an ordinary word: real snapshots hold it in kernel versions
