@@ -46,6 +46,11 @@ class CliResult:
     def returncode(self) -> int:
         return self.exit_code
 
+    @property
+    def output(self) -> str:
+        """stdout then stderr, for assertion messages (click's ``Result.output`` interleaves them)."""
+        return self.stdout + self.stderr
+
     def __iter__(self) -> Iterator[object]:
         """``code, out, err = cli(...)``."""
         return iter((self.exit_code, self.stdout, self.stderr))

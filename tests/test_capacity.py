@@ -1333,9 +1333,6 @@ def _rules_with_populations(tmp_path: Path, sliced: str, shared: str) -> Path:
 
 def test_fit_label_populations_are_rule_data(tmp_path: Path) -> None:
     """Changing ``fitLabels.populations`` in the rules changes which cards count, with no code change."""
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
     rules = _rules_with_populations(tmp_path, "logical", "logical")
     node = make_node("n1", akeys={"nvidia-l40s": {}})
     devices = make_devices("n1", [group("nvidia", "l40s", [logical_card("c0"), whole_card("c1")])],
@@ -1345,17 +1342,14 @@ def test_fit_label_populations_are_rule_data(tmp_path: Path) -> None:
     # built-in: c1 (whole card, None, 1.6M free) is a shared card -> 1; with shared = logical only c0
     # (Sliced) is a candidate -> 0
     for rules_args, shared in (([], "1"), (["--rules", str(rules)], "0")):
-        result = CliRunner().invoke(main, ["node-patches", str(snap), *rules_args, "--format", "json"])
+        result = invoke("node-patches", str(snap), *rules_args, "--format", "json")
         assert result.exit_code == 0, result.output
         assert entry_ops(json.loads(result.stdout), "n1", "") == fit_ops("nvidia-l40s", shared, "800000")
 
 
 def test_fit_label_population_unknown_value_is_a_rule_error(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
     rules = _rules_with_populations(tmp_path, "logical", "everyCard")
-    result = CliRunner().invoke(main, ["lint", "--rules", str(rules)])
+    result = invoke("lint", "--rules", str(rules))
     assert result.exit_code == 1, result.output
     line = next(ln for ln in result.stdout.splitlines() if "populations" in ln)
     assert re.match(r".*capacity\.yaml:\d+:\d+: error: fitLabels\.populations\.sharedFreeCards", line), line
@@ -1377,9 +1371,6 @@ def _rules_with_fit_formats(tmp_path: Path, sliced: str, shared: str) -> Path:
 def test_fit_label_ownership_follows_the_rule_formats(tmp_path: Path) -> None:
     """Renamed fit labels in the rules: the new keys are written and owned (stale ones removed);
     the built-in keys are then foreign and left alone."""
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
     rules = _rules_with_fit_formats(tmp_path, "fit.example.com/{aKey}.sliced", "fit.example.com/{aKey}.shared")
     node = make_node("n1", akeys={"nvidia-l40s": {}}, labels={
         "fit.example.com/nvidia-old.sliced": "5",   # owned under the new formats, stale -> removed
@@ -1388,8 +1379,7 @@ def test_fit_label_ownership_follows_the_rule_formats(tmp_path: Path) -> None:
     })
     devices = make_devices("n1", [group("nvidia", "l40s", [logical_card("c0")])],
                            [ledger("nvidia", "l40s", [row("c0", 0, remaining=1600000)])])
-    result = CliRunner().invoke(main, ["node-patches", str(write_snapshot(tmp_path, [node, devices])),
-                                       "--rules", str(rules), "--format", "json"])
+    result = invoke("node-patches", write_snapshot(tmp_path, [node, devices]), "--rules", rules, "--format", "json")
     assert result.exit_code == 0, result.output
     assert entry_ops(json.loads(result.stdout), "n1", "") == [
         add(lab("fit.example.com/nvidia-l40s.shared"), "1"),
@@ -1408,11 +1398,8 @@ def test_fit_label_ownership_follows_the_rule_formats(tmp_path: Path) -> None:
 ])
 def test_fit_label_formats_that_would_own_foreign_labels_are_rule_errors(
         tmp_path: Path, sliced: str, shared: str, field: str, message: str) -> None:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
     rules = _rules_with_fit_formats(tmp_path, sliced, shared)
-    result = CliRunner().invoke(main, ["lint", "--rules", str(rules)])
+    result = invoke("lint", "--rules", str(rules))
     assert result.exit_code == 1, result.output
     lines = [ln for ln in result.stdout.splitlines() if ": error: " in ln]
     assert len(lines) == 1, result.stdout

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
+from cli_invoke import invoke
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from gpustack_render import pipeline
-from gpustack_render.cli import main
 from gpustack_render.diff.report import _diagram_section, MARKDOWN_DIAGRAM_BUDGET
 from gpustack_render.errors import UserError
 from gpustack_render.snapshot.manifests import read_manifests
@@ -33,7 +33,7 @@ GITHUB_COMMENT_LIMIT = 65_536
 
 
 def cli(*args: str, stdin: str | None = None) -> Result:
-    result = CliRunner().invoke(main, [str(a) for a in args], input=stdin)
+    result = invoke(*args, input=stdin)
     assert "Traceback" not in result.stderr, result.stderr
     return result
 

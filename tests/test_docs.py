@@ -13,10 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from click.testing import CliRunner
-
-from gpustack_render.cli import main
-
+from cli_invoke import invoke
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 BUILDER = DOCS / "tools" / "build_rules_md.py"
@@ -59,7 +56,7 @@ def test_examples_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     examples = sorted(p.parent for p in (DOCS / "examples").glob("*/case.yaml"))
     assert examples, "docs/examples holds no case"
-    result = CliRunner().invoke(main, ["test", "docs/examples"], catch_exceptions=False)
+    result = invoke("test", "docs/examples")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1] == f"{len(examples)} passed, 0 failed"
     rows = [line.split() for line in result.stdout.splitlines()[1:1 + len(examples)]]

@@ -82,10 +82,8 @@ def test_output_files_quote_names_yaml_reads_as_booleans(tmp_path: Path) -> None
     import shutil
 
     import yaml
-    from click.testing import CliRunner
     from ruamel.yaml import YAML
 
-    from gpustack_render.cli import main
     snapshot = tmp_path / "snapshot"
     shutil.copytree(REPO / "fixtures/demo", snapshot)
     namespaces = json.loads((snapshot / "namespaces.json").read_text(encoding="utf-8"))
@@ -93,7 +91,7 @@ def test_output_files_quote_names_yaml_reads_as_booleans(tmp_path: Path) -> None
                              "status": {"phase": "Active"}} for name in ("y", "on")]
     (snapshot / "namespaces.json").write_text(json.dumps(namespaces), encoding="utf-8")
     target = tmp_path / "out"
-    result = CliRunner().invoke(main, ["render", str(snapshot), "-o", str(target)], catch_exceptions=False)
+    result = invoke("render", str(snapshot), "-o", str(target))
     assert result.exit_code == 0, result.stderr
     files = {p.name: p.read_text(encoding="utf-8") for p in target.iterdir()}
     for name in ("y", "on"):

@@ -19,10 +19,7 @@ from typing import Any
 
 import pytest
 from cli_invoke import invoke
-from click.testing import CliRunner
-
 from gpustack_render import pipeline
-from gpustack_render.cli import main
 from gpustack_render.errors import UserError
 from gpustack_render.explain import explain, format_text, parse_target
 from gpustack_render.explain.base import Explainer, reasons
@@ -185,7 +182,7 @@ def test_refused_queue_names_the_node_and_both_flavors() -> None:
 
 
 def test_drained_queue_shows_the_lifecycle_decision() -> None:
-    case = "fixtures/cases/drain"
+    case = "fixtures/snapshots/drain"  # the drain case's snapshot, shared with drain-disabled
     snap = (f"{case}/nodes.yaml", f"{case}/instancetypes.yaml", f"{case}/clusterqueues.yaml",
             "fixtures/demo/namespaces.json")
     report = explain_json("ClusterQueue/gpustack--nvidia-a10g-linux-amd64", snap)
@@ -476,12 +473,11 @@ def test_every_crd_short_and_plural_name_of_an_explained_kind_is_accepted() -> N
 
 
 def test_short_name_explains_the_same_object() -> None:
-    runner = CliRunner()
-    long = runner.invoke(main, ["explain", T4_QUEUE, DEMO, "--format", "json"])
-    short = runner.invoke(main, ["explain", "cq/" + T4_QUEUE.split("/", 1)[1], DEMO, "--format", "json"])
+    long = invoke("explain", T4_QUEUE, DEMO, "--format", "json")
+    short = invoke("explain", "cq/" + T4_QUEUE.split("/", 1)[1], DEMO, "--format", "json")
     assert long.exit_code == short.exit_code == 0
     assert json.loads(short.stdout) == json.loads(long.stdout)
-    lq = runner.invoke(main, ["explain", "queue/default/gpustack-fnv64-3b93966fd73eb9ec", DEMO, "--format", "json"])
+    lq = invoke("explain", "queue/default/gpustack-fnv64-3b93966fd73eb9ec", DEMO, "--format", "json")
     assert lq.exit_code == 0 and json.loads(lq.stdout)["kind"] == "LocalQueue"
 
 

@@ -392,13 +392,10 @@ def test_pre_commit_render_hook_keeps_the_directory_in_step(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("overlay", [ARGOCD_OUTPUT, FLUX_OUTPUT], ids=lambda p: p.parent.name)
 def test_output_overlays_are_valid_rule_files(overlay: Path, tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from gpustack_render.cli import main
     rules = _with_overlay(REPO / "rules", overlay, tmp_path / "rules")
-    result = CliRunner().invoke(main, ["lint", "--rules", str(rules), "--format", "json"])
+    result = invoke("lint", "--rules", str(rules), "--format", "json")
     assert result.exit_code == 0, result.output
     # And a broken overlay is refused, pointing at it (so the check above could fail).
     (rules / "output.yaml").write_text(load_text(overlay).replace("annotations:", "annotation:"), encoding="utf-8")
-    result = CliRunner().invoke(main, ["lint", "--rules", str(rules)])
+    result = invoke("lint", "--rules", str(rules))
     assert result.exit_code == 1 and "output.yaml:" in result.output, result.output

@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-
+from cli_invoke import invoke
 from gpustack_render import pipeline
-from gpustack_render.cli import main
 from gpustack_render.views.graph import build_graph, count_nodes_per_flavor, pool_names, to_dot, to_mermaid
 from gpustack_render.k8s import parse_quantity
 
@@ -60,7 +58,7 @@ def graph_of(snapshot: tuple[str, ...], pools: list[str] | None = None) -> Any:
 
 
 def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args))
+    return invoke(*args)
 
 
 def of_kind(objects: Any, kind: str) -> list[dict[str, Any]]:

@@ -8,10 +8,8 @@ import ast
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
+from cli_invoke import invoke
 from gpustack_render import casetest, k8s, pipeline
-from gpustack_render.cli import main
 from gpustack_render.errors import EXIT_INTERNAL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,7 +107,7 @@ def test_the_case_runner_reports_a_bug_like_the_cli(monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(pipeline, "render_objects", boom)
     code, out, err = casetest.inprocess_invoker(["gpustack-render", "render", "fixtures/demo"], REPO)
-    cli = CliRunner().invoke(main, ["render", "fixtures/demo"])
+    cli = invoke("render", "fixtures/demo")
     assert code == cli.exit_code == EXIT_INTERNAL
     assert out == cli.stdout == ""
     assert err == cli.stderr

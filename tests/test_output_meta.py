@@ -13,9 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from gpustack_render.cli import main
+from cli_invoke import invoke
 from gpustack_render.render.output_meta import apply_output_metadata, overridden_keys
 from gpustack_render.rules import KindMetadata, load_rules
 
@@ -41,7 +39,7 @@ def position_of(text: str, marker: str) -> tuple[int, int]:
 
 
 def lint(rules: Path) -> tuple[int, list[str]]:
-    result = CliRunner().invoke(main, ["lint", "--rules", str(rules)], catch_exceptions=False)
+    result = invoke("lint", "--rules", str(rules))
     return result.exit_code, result.stdout.splitlines()
 
 
@@ -152,6 +150,6 @@ def test_invalid_output_rules(tmp_path: Path, body: str, marker: str, message: s
     assert code == 1
     assert lines[0] == f"{rules / 'output.yaml'}:{line}:{col}: error: {message}", "\n".join(lines)
     assert len(lines) == 2  # the problem and the summary
-    render = CliRunner().invoke(main, ["render", "fixtures/demo", "--rules", str(rules)])
+    render = invoke("render", "fixtures/demo", "--rules", str(rules))
     assert render.exit_code == 2 and render.stdout == ""
     assert render.stderr.splitlines() == lines[:1]

@@ -18,11 +18,9 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from cli_invoke import invoke
 import yaml
-from click.testing import CliRunner
-
 from gpustack_render import pipeline
-from gpustack_render.cli import main
 from gpustack_render.k8s import parse_quantity
 from gpustack_render.views.summary import COLUMNS, WIDE_COLUMNS, format_table, summarise
 
@@ -43,7 +41,7 @@ def context(snapshot: tuple[str, ...], sets: tuple[str, ...] = ()) -> pipeline.C
 
 
 def cli(*args: str) -> Any:
-    return CliRunner().invoke(main, list(args))
+    return invoke(*args)
 
 
 def summary_json(snapshot: tuple[str, ...], sets: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_invoke import invoke
 import yaml
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
@@ -183,8 +183,7 @@ def snapshot_with_namespaces(tmp_path: Path, names: list[str]) -> Path:
 
 
 def render(*args: str) -> str:
-    from gpustack_render.cli import main
-    result = CliRunner().invoke(main, ["render", *args], catch_exceptions=False)
+    result = invoke("render", *args)
     assert result.exit_code == 0, result.stderr
     return result.stdout
 
