@@ -4,9 +4,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
-import sys
+from functools import lru_cache
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,17 +23,23 @@ KNOWN_MANUFACTURERS = {"amd", "ascend", "cambricon", "hygon", "iluvatar", "metax
                        "nvidia", "thead"}
 
 
-@pytest.fixture(scope="module")
-def gen():
+@lru_cache(maxsize=None)
+def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("gen_snapshot_under_test", GEN_PATH)
+    assert spec is not None and spec.loader is not None, GEN_PATH
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def run_cli(out: Path, *args: str) -> bytes:
-    subprocess.run([sys.executable, str(GEN_PATH), *args, "-o", str(out)], check=True,
-                   capture_output=True)
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    return _generator()
+
+
+def run_generator(out: Path, *args: str) -> bytes:
+    """The generator's command line (``main(argv)``), in process."""
+    assert _generator().main([*args, "-o", str(out)]) in (0, None)
     return out.read_bytes()
 
 
@@ -57,9 +63,9 @@ def akeys(node: dict) -> list[str]:
 
 # ------------------------------------------------------------------------------------------
 def test_cli_is_byte_deterministic_and_seed_sensitive(tmp_path):
-    a = run_cli(tmp_path / "a.json", "--nodes", str(N), "--namespaces", str(NS))
-    b = run_cli(tmp_path / "b.json", "--nodes", str(N), "--namespaces", str(NS), "--seed", "0")
-    c = run_cli(tmp_path / "c.json", "--nodes", str(N), "--namespaces", str(NS), "--seed", "1")
+    a = run_generator(tmp_path / "a.json", "--nodes", str(N), "--namespaces", str(NS))
+    b = run_generator(tmp_path / "b.json", "--nodes", str(N), "--namespaces", str(NS), "--seed", "0")
+    c = run_generator(tmp_path / "c.json", "--nodes", str(N), "--namespaces", str(NS), "--seed", "1")
     assert a == b
     assert a != c
     doc = json.loads(a)
