@@ -18,7 +18,8 @@ run: $(STAMP)
 	@$(BIN)/gpustack-render render fixtures/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@start=$$(date +%s); $(BIN)/python -m pytest -q --durations=10; status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # docs/rules.md is generated from real runs; tests/test_docs.py fails when it is stale
 docs: $(STAMP)
