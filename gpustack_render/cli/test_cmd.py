@@ -28,9 +28,10 @@ def command(paths: tuple[Path, ...], update: bool, rules_dir: Path | None, fmt: 
     A PATH holding case.yaml is one case; any other directory holds one case per sub-folder
     (default: fixtures/cases). case.yaml: description, command (render | catalog | node-patches),
     snapshot (paths relative to the case), set, rules (a rules directory relative to the case),
-    expectExitCode, expectStderr. expected.yaml: the expected objects (render, catalog) or patch
-    entries (node-patches). Paths in case files are relative to the case folder; commands run from
-    the current directory.
+    expectExitCode, expectStderr, expect ({kinds: [...], names: [globs]}: only those objects are
+    compared, others are ignored). expected.yaml: the expected objects (render, catalog) or patch
+    entries (node-patches), only the selected ones with expect. Paths in case files are relative to
+    the case folder; commands run from the current directory.
 
     Rules: a case's own `rules:` wins; the other cases run against --rules DIR when given, else
     the built-in rules. The RULES column (and "rules" in json, a property in junit) says which.
