@@ -12,7 +12,8 @@ the difference, which point at the literal the Python code still holds.
 Commands: ``render``, ``node-patches``, ``catalog``, ``diff --against`` a previous render (the
 original inputs' render of a partner scenario, renamed, hashes of renamed names re-hashed) and
 ``diff`` against the snapshot's own objects (markdown: pool tables and diagram too), ``pin`` over
-fixtures/pin (queue names re-hashed the same way).
+fixtures/pin (queue names re-hashed the same way). All run in process (tests/cli_invoke.py), each
+original run once and shared by every renaming.
 
 The first set, ``all``, runs the whole matrix; each single substitution runs a smaller one, so a
 failure says which part of the vocabulary leaks.
@@ -28,12 +29,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
-
-from gpustack_render.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cli_invoke import invoke  # noqa: E402
 from rename_support import (FIXTURES, REPO, Renaming, build_workspace, normalise,  # noqa: E402
                             renamed_setting, same_up_to_order, setting_names, stray_sentinels,
                             translate_hashes)
@@ -147,7 +146,6 @@ class Workspaces:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.runner = CliRunner()
 
     @functools.cache
     def path(self, renaming: str | None) -> Path:
@@ -156,8 +154,8 @@ class Workspaces:
 
     @functools.cache
     def run(self, renaming: str | None, argv: tuple[str, ...]) -> Outcome:
-        result = self.runner.invoke(main, list(argv))
-        if result.exit_code == 3 or (result.exception and not isinstance(result.exception, SystemExit)):
+        result = invoke(*argv)
+        if result.exit_code == 3:
             pytest.fail(f"internal error (exit {result.exit_code}) for {' '.join(argv)}:\n{result.stderr}")
         return Outcome(result.exit_code, result.stdout, normalise(result.stderr, self.path(renaming)))
 
@@ -304,12 +302,11 @@ def test_comparison_catches_a_half_rename(tmp_path: Path, half: str) -> None:
     widespread single renaming. rules-only: rules/ and the snapshot renamed, templates/ not
     (only meaningful while templates/ hold a word it renames, which is checked first);
     snapshot-only: neither rules/ nor templates/; rules-but-naming: rules/naming.yaml kept."""
-    runner = CliRunner()
     renaming = RENAMINGS["prefixes"]
     full = build_workspace(tmp_path / "orig", None)
     argv = ["render", str(full / "fixtures" / "demo"), "--rules", str(full / "rules"),
             "--templates", str(full / "templates")]
-    original = runner.invoke(main, argv)
+    original = invoke(*argv)
     assert original.exit_code == 0, original.stderr
     expected = Outcome(0, normalise(renaming.apply(original.stdout, "output")), "")
     flags = {"rules-only": {"rename_templates": False}, "snapshot-only": {"rename_rules": False, "rename_templates": False},
@@ -321,7 +318,6 @@ def test_comparison_catches_a_half_rename(tmp_path: Path, half: str) -> None:
     if half == "rules-but-naming":
         (ws / "rules" / "naming.yaml").write_text((REPO / "rules" / "naming.yaml").read_text(encoding="utf-8"),
                                                   encoding="utf-8")
-    result = runner.invoke(main, ["render", str(ws / "fixtures" / "demo"), "--rules", str(ws / "rules"),
-                                  "--templates", str(ws / "templates")])
+    result = invoke("render", ws / "fixtures" / "demo", "--rules", ws / "rules", "--templates", ws / "templates")
     actual = Outcome(result.exit_code, result.stdout, "")
     assert difference(expected, actual, structured=True), f"{half}: a half rename went unnoticed"
