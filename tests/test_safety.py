@@ -93,14 +93,14 @@ def _templates_copy(tmp: Path, kind: str, old: str, new: str) -> Path:
 
 
 def test_pools_sharing_a_name_are_refused_naming_the_rule(tmp_path: Path) -> None:
+    """A pool format without the pool identity's fields: refused at load (lint's rule), at its line."""
     rules = _rules_copy(tmp_path, "naming.yaml", '    accelerated: "gpustack--{aKey}-{os}-{arch}"',
                         '    accelerated: "gpustack--{os}-{arch}"')
     code, out, err = cli("render", DEMO, "--rules", rules)
     assert code == 2 and out == ""
     (line,) = error_lines(err)
-    assert f"{rules / 'naming.yaml'}:" in line
-    assert "ClusterQueue/gpustack--linux-amd64" in line and "two pools get the same name" in line
-    assert "nvidia-a10g" in line and "nvidia-tesla-t4" in line
+    assert line.startswith(f"{rules / 'naming.yaml'}:17:")
+    assert "pool.whenUnaware.accelerated" in line and "aKey" in line
 
 
 def test_flavors_sharing_a_name_are_refused_naming_the_rule(tmp_path: Path) -> None:
@@ -109,8 +109,51 @@ def test_flavors_sharing_a_name_are_refused_naming_the_rule(tmp_path: Path) -> N
     code, out, err = cli("render", DEMO, "--rules", rules)
     assert code == 2 and out == ""
     (line,) = error_lines(err)
-    assert "ResourceFlavor/gpustack--generic" in line and "resourceFlavor.cpu" in line
-    assert f"{rules / 'naming.yaml'}:" in line
+    assert line.startswith(f"{rules / 'naming.yaml'}:9:") and "resourceFlavor.cpu" in line
+
+
+def _builder() -> "FlavorBuilder":
+    from gpustack_render.errors import Diagnostics
+    from gpustack_render.evaluate.flavors import FlavorBuilder
+    from gpustack_render.rules import load_rules
+    rules = load_rules(None)
+    return FlavorBuilder(rules, dict(rules.setting_defaults), Diagnostics())
+
+
+def test_flavor_names_are_claimed_once_per_grouping_key() -> None:
+    """The run-time guard behind lint's format check: values can still collide (a '-' inside a
+    field shifts the boundary between two fields), and two groups must never share one flavor."""
+    from gpustack_render.errors import UserError
+    builder = _builder()
+    builder._claim_name("gpustack--a-b-c", ("c", ("a-b", "c")), False)
+    builder._claim_name("gpustack--a-b-c", ("c", ("a-b", "c")), False)   # the same group again: fine
+    with pytest.raises(UserError) as raised:
+        builder._claim_name("gpustack--a-b-c", ("c", ("a", "b-c")), False)
+    (problem,) = raised.value.problems
+    assert problem.obj == "ResourceFlavor/gpustack--a-b-c" and "two flavor groups get the same name" in problem.message
+    assert problem.file.endswith("naming.yaml:9")
+
+
+def test_pools_are_claimed_once_per_identity() -> None:
+    from gpustack_render.errors import UserError
+    from gpustack_render.evaluate.chain import build_pools
+    from gpustack_render.evaluate.plan import FlavorPlan
+    from gpustack_render.rules import load_rules
+
+    def flavor(name: str, akey: str, os: str) -> FlavorPlan:
+        return FlavorPlan(name=name, accelerated=True, gkey="x", gmanu="x", akey=akey, manufacturer="nvidia",
+                          os=os, arch="amd64", count=1, profile="p", topology_name="t", nodes=["n"])
+    rules = load_rules(None)
+    pools = build_pools([flavor("f1", "nvidia-a", "linux"), flavor("f2", "nvidia-b", "linux")], rules, False)
+    assert len(pools) == 2
+    # the built-in format keeps every field, yet a '-' inside a value shifts the boundary:
+    # nvidia-a + linux-x and nvidia-a-linux + x both give gpustack--nvidia-a-linux-x-amd64
+    with pytest.raises(UserError) as raised:
+        build_pools([flavor("f1", "nvidia-a", "linux-x"), flavor("f2", "nvidia-a-linux", "x")], rules, False)
+    (problem,) = raised.value.problems
+    assert problem.obj == "ClusterQueue/gpustack--nvidia-a-linux-x-amd64"
+    assert "two pools get the same name" in problem.message and "from ResourceFlavor/f2" in problem.message
+    assert problem.file.endswith("naming.yaml:17")
 
 
 def test_localqueue_template_without_namespace_is_refused(tmp_path: Path) -> None:
