@@ -243,6 +243,17 @@ def same_up_to_order(expected: str, actual: str, structured: bool) -> bool:
     return sorted(expected.splitlines()) == sorted(actual.splitlines())
 
 
+def sorted_text(text: str) -> str:
+    """A YAML/JSON stream re-dumped with its documents and mapping keys sorted, so the diff shown
+    for a failure holds the differences of substance, not those of order (falls back to ``text``)."""
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return text
+    docs.sort(key=lambda doc: repr(canonical(doc)))
+    return yaml.safe_dump_all(docs, sort_keys=True, default_flow_style=False)
+
+
 def strip_comments(text: str) -> str:
     """YAML comment text removed (a comment's words never reach any output)."""
     return re.sub(r"(?m)(^|\s)#.*$", r"\1", text)

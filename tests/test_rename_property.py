@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cli_invoke import invoke  # noqa: E402
 from rename_support import (FIXTURES, REPO, Renaming, build_workspace, normalise,  # noqa: E402
-                            renamed_setting, same_up_to_order, setting_names, stray_sentinels,
+                            renamed_setting, same_up_to_order, setting_names, sorted_text, stray_sentinels,
                             translate_hashes)
 
 # A valid DNS subdomain, so every renamed label key stays valid (the prefix may be 253 characters;
@@ -230,6 +230,8 @@ def difference(expected: Outcome, actual: Outcome, structured: bool, limit: int 
         want, got = getattr(expected, stream), normalise(getattr(actual, stream))
         if want == got or same_up_to_order(want, got, structured and stream == "stdout"):
             continue
+        if structured and stream == "stdout":
+            want, got = sorted_text(want), sorted_text(got)
         lines = list(difflib.unified_diff(want.splitlines(), got.splitlines(), f"expected {stream}",
                                           f"renamed-input {stream}", n=1, lineterm=""))
         parts.append("\n".join(lines[:limit]) + (f"\n... ({len(lines) - limit} more lines)"
