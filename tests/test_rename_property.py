@@ -311,7 +311,8 @@ def test_comparison_catches_a_half_rename(tmp_path: Path, half: str) -> None:
     original = invoke(*argv)
     assert original.exit_code == 0, original.stderr
     expected = Outcome(0, normalise(renaming.apply(original.stdout, "output")), "")
-    flags = {"rules-only": {"rename_templates": False}, "snapshot-only": {"rename_rules": False, "rename_templates": False},
+    flags = {"rules-only": {"rename_templates": False},
+             "snapshot-only": {"rename_rules": False, "rename_templates": False},
              "rules-but-naming": {}}[half]
     ws = build_workspace(tmp_path / half, renaming, **flags)
     if half == "rules-only":
