@@ -102,6 +102,7 @@ def read_documents(paths: Iterable[str], problems: list[Problem],
         try:
             text = sys.stdin.read() if path is None else read_text(path, display)
             docs = parse_documents(text, display)
+            del text  # the file's text is as large as the snapshot: free it before the objects are typed
         except UserError as err:
             problems.extend(err.problems)
             continue
