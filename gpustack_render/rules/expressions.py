@@ -338,3 +338,111 @@ def compile_condition(cond: schema.Condition, scope: str | set[str], settings: s
 
 def always(_facts: Facts, _settings: Settings) -> bool:
     return True
+
+
+# --- verdicts: the same condition tree, compiled to a value that carries its reason ---------------
+
+def _shown(value: Any) -> str:
+    import json
+    return ("true" if value else "false") if isinstance(value, bool) else json.dumps(value, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One fact or setting a condition read: its text (``cpuCount Gt 0``), the value read, the result."""
+
+    text: str
+    read: Any
+    value: bool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A condition's value with why: ``reason`` names the leaves that decided it (``cpuCount is 0,
+    needs Gt 0``), ``leaves`` every fact and setting it read."""
+
+    value: bool
+    reason: str
+    leaves: tuple[Leaf, ...]
+    text: str  # the condition in one line: all(managed, cpuCount Gt 0, not(hasAccelerator))
+
+
+CompiledVerdict = Callable[[Facts, Settings], Verdict]
+
+
+def describe_condition(cond: schema.Condition | None) -> str:
+    """A compact one-line rendering of a condition: ``all(managed, cpuCount Gt 0, not(hasAccelerator))``."""
+    if cond is None:
+        return "always"
+    if isinstance(cond, schema.FactCondition):
+        return cond.fact if cond.operator is None else f"{cond.fact} {cond.operator} {_shown(cond.value)}"
+    if isinstance(cond, schema.SettingCondition):
+        return f"setting {cond.setting}"
+    if isinstance(cond, schema.NotCondition):
+        return f"not({describe_condition(cond.not_)})"
+    key = "all" if isinstance(cond, schema.AllCondition) else "any"
+    return f"{key}({', '.join(describe_condition(c) for c in getattr(cond, key))})"
+
+
+def compile_verdict(cond: schema.Condition | None) -> CompiledVerdict:
+    """The verdict twin of :func:`compile_condition`, over a tree that compile_condition accepted
+    (so facts, settings and operators are known): the same operators, so the value is the boolean
+    closure's; used only when the evaluator records (``explain``)."""
+    text = describe_condition(cond)
+    inner = _verdict_parts(cond)
+
+    def run(facts: Facts, settings: Settings) -> Verdict:
+        value, why, leaves = inner(facts, settings, True)
+        return Verdict(value, "; ".join(why), tuple(leaves), text)
+    return run
+
+
+_Parts = Callable[[Facts, Settings, bool], tuple[bool, list[str], list[Leaf]]]
+
+
+def _verdict_parts(cond: schema.Condition | None) -> _Parts:
+    """(value, the reasons it is not ``want`` — the deciding leaves in words —, every leaf read)."""
+    if cond is None:
+        return lambda f, s, want: (True, [] if want else ["the rule has no condition (always true)"], [])
+    if isinstance(cond, schema.FactCondition):
+        name, op_name, wanted_value = cond.fact, cond.operator, cond.value
+        op = _OPERATORS[op_name] if op_name is not None else None
+        text = describe_condition(cond)
+
+        def fact(f: Facts, s: Settings, want: bool) -> tuple[bool, list[str], list[Leaf]]:
+            read = f[name]
+            value = bool(read) if op is None else bool(op(read, wanted_value))
+            needs = f"{op_name} {_shown(wanted_value)}" if op_name else "true"
+            if not want:
+                needs = f"not {needs}" if op_name else "false"
+            why = [] if value == want else [f"{name} is {_shown(read)}, needs {needs}"]
+            return value, why, [Leaf(text, read, value)]
+        return fact
+    if isinstance(cond, schema.SettingCondition):
+        setting = cond.setting
+
+        def setting_leaf(f: Facts, s: Settings, want: bool) -> tuple[bool, list[str], list[Leaf]]:
+            value = bool(s[setting])
+            why = [] if value == want else [f"setting {setting} is {_shown(s[setting])}, needs {_shown(want)}"]
+            return value, why, [Leaf(f"setting {setting}", s[setting], value)]
+        return setting_leaf
+    if isinstance(cond, schema.NotCondition):
+        inner = _verdict_parts(cond.not_)
+
+        def negate(f: Facts, s: Settings, want: bool) -> tuple[bool, list[str], list[Leaf]]:
+            value, why, leaves = inner(f, s, not want)
+            return not value, why, leaves
+        return negate
+    is_all = isinstance(cond, schema.AllCondition)
+    members = [_verdict_parts(c) for c in (cond.all if is_all else cond.any)]  # type: ignore[union-attr]
+
+    def group(f: Facts, s: Settings, want: bool) -> tuple[bool, list[str], list[Leaf]]:
+        results = [m(f, s, want) for m in members]
+        value = all(r[0] for r in results) if is_all else any(r[0] for r in results)
+        leaves = [leaf for r in results for leaf in r[2]]
+        if value == want:
+            return value, [], leaves
+        if is_all == want:  # all failed (some member false) / any held when it should not (some true)
+            return value, [w for r in results if r[0] != want for w in r[1]], leaves
+        return value, ["; and ".join(p for p in ("; ".join(r[1]) for r in results) if p)], leaves
+    return group
