@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation, evaluate
+from gpustack_render.evaluate.record import Records
 from gpustack_render.render import Renderer
 from gpustack_render.rules import Rules, load_rules
 from gpustack_render.rules.settings import effective_settings, parse_overrides
@@ -29,6 +30,21 @@ class Context:
             with stage("evaluate"):
                 self._evaluation = evaluate(self.snapshot, self.rules, self.settings, self.diagnostics)
         return self._evaluation
+
+    _records: Records | None = None
+
+    @property
+    def records(self) -> Records:
+        """``explain``: the evaluator's own decision records. The run that records is the evaluation
+        (explain asks for it first); should a plain evaluation have run already, the recording one
+        reports its warnings to nobody, so none is printed twice."""
+        if self._records is None:
+            records = Records()
+            diag = self.diagnostics if self._evaluation is None else Diagnostics()
+            with stage("evaluate"):
+                self._evaluation = evaluate(self.snapshot, self.rules, self.settings, diag, records)
+            self._records = records
+        return self._records
 
 
 def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path | None,

@@ -15,6 +15,7 @@ from gpustack_render.k8s import valid_label_value, valid_qualified_name
 from gpustack_render.snapshot.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
 from gpustack_render.evaluate.presets import PresetMatcher
+from gpustack_render.evaluate.record import Recorder
 from gpustack_render.evaluate.queues import NodeMatcher, QueueBuilder
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
@@ -26,11 +27,13 @@ class Evaluation:
     node_facts: list[NodeFacts]
 
 
-def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
+def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics,
+             recorder: Recorder | None = None) -> Evaluation:
+    """Stages 3 and 4. ``recorder`` (``explain`` only) receives each decision as it is made."""
     problems: list[Problem] = []
     assert rules.vocabulary is not None and rules.derive_instance_types is not None
-    nodes = NodeEvaluator(rules, settings, diag)
-    flavors = FlavorBuilder(rules, settings, diag)
+    nodes = NodeEvaluator(rules, settings, diag, recorder)
+    flavors = FlavorBuilder(rules, settings, diag, recorder)
     plan = Plan()
     facts_list: list[NodeFacts] = []
     for name in sorted(snapshot.nodes):
@@ -59,9 +62,9 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     pools = build_pools(plan.flavors, rules, aware)
     presets = PresetMatcher(rules, nodes.names)
     if rules.derive_instance_types({}, settings):
-        plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets)
+        plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets, recorder)
     queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(facts_list, plan.flavors),
-                          missing, diag)
+                          missing, diag, recorder)
     sources = {it.name: (it.general_group, it.accelerator_group, it.acceleratable, it.os, it.arch, False, False)
                for it in plan.instance_types}
     for deleting, types in ((False, snapshot.instance_types), (True, snapshot.deleted_instance_types)):

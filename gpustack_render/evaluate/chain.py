@@ -11,6 +11,7 @@ from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts, prof
 from gpustack_render.evaluate.plan import (AdmissionCheckPlan, CatalogItemPlan, FlavorPlan, InstanceTypePlan,
                                            LocalQueuePlan, Plan, PoolPlan, TopologyPlan)
 from gpustack_render.evaluate.presets import PresetMatcher
+from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
 
@@ -83,7 +84,7 @@ def _pool_collision(rules: Rules, aware: bool, pool: PoolPlan, flavor: FlavorPla
 
 
 def derive_instance_types(pools: list[PoolPlan], rules: Rules, snapshot: Snapshot, aware: bool,
-                          presets: PresetMatcher) -> list[InstanceTypePlan]:
+                          presets: PresetMatcher, recorder: Recorder | None = None) -> list[InstanceTypePlan]:
     existing = set(snapshot.instance_types) | set(snapshot.deleted_instance_types)
     naming, out = rules.naming, []
     for pool in pools:
@@ -95,7 +96,13 @@ def derive_instance_types(pools: list[PoolPlan], rules: Rules, snapshot: Snapsho
             display = naming.unawareCpuDisplayName
         else:
             display = product or (pool.accelerator_group if pool.accelerated else pool.general_group)
-        cpu, ram = presets.unit_resources(pool.accelerated, first.manufacturer, product)
+        steps: list[dict[str, Any]] | None = [] if recorder is not None else None
+        cpu, ram = presets.unit_resources(pool.accelerated, first.manufacturer, product, steps)
+        if recorder is not None:
+            recorder.record(f"InstanceType/{pool.name}", Decision(
+                "preset", (cpu, ram), inputs=(("manufacturer", first.manufacturer), ("product", product),
+                                              ("firstFlavor", first.name), ("flavors", [f.name for f in pool.flavors])),
+                steps=tuple(steps or ())))
         out.append(InstanceTypePlan(
             name=pool.name, display_name=display[:naming.displayNameMaxLength],
             general_group=pool.general_group, accelerator_group=pool.accelerator_group,

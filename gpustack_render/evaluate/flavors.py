@@ -9,6 +9,7 @@ from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.evaluate.plan import FlavorPlan
+from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.rules import FlavorKind, Rules
 from gpustack_render.rules.schema import CpuAnnotations
 
@@ -35,8 +36,10 @@ def cpu_detail(annotations: Mapping[str, str], gmanu: str, accelerated: bool, cp
 
 
 class FlavorBuilder:
-    def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics) -> None:
+    def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics,
+                 recorder: Recorder | None = None) -> None:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
+        self.recorder = recorder
         self.aware = rules.is_aware(settings)
         assert rules.vocabulary is not None
         self.vocab = rules.vocabulary
@@ -51,8 +54,11 @@ class FlavorBuilder:
 
     def add_node(self, facts: NodeFacts, node: inputs.Node) -> None:
         cpu_kind, accel_kind = self.rules.flavor_cpu, self.rules.flavor_accelerated
+        recorder = self.recorder
         if cpu_kind.contributes(facts.facts, self.settings):
             self._add(cpu_kind, facts, node, "", facts.cpu_count)
+        if recorder is not None:
+            self._record(recorder, facts, "cpu", "", facts.facts, None)
         for akey in facts.akeys:
             raw = facts.converged.get(f"{self._akey_prefix}{akey}.count", "")
             count = int(raw) if raw.isdigit() else 0
@@ -61,10 +67,30 @@ class FlavorBuilder:
                     state = f"={raw!r} is not a positive integer" if raw else " is missing"
                     self.diag.warn(f"Node/{facts.name}: label {self._akey_prefix}{akey}.count{state}; "
                                    f"no flavor for {akey}")
+                if recorder is not None:
+                    self._record(recorder, facts, "accelerated", akey, None, raw)
                 continue
             node_facts = dict(facts.facts, acceleratorCount=count)
             if accel_kind.contributes(node_facts, self.settings):
                 self._add(accel_kind, facts, node, akey, count)
+            if recorder is not None:
+                self._record(recorder, facts, "accelerated", akey, node_facts, raw)
+
+    def _record(self, recorder: Recorder, facts: NodeFacts, kind: str, akey: str,
+                node_facts: Mapping[str, object] | None, count_label: str | None) -> None:
+        """Whether the Node contributes to its ``kind`` flavor (for ``explain``): the verdict of the
+        rule's ``contributes``, or no verdict when the aKey's count label is not a positive integer."""
+        from gpustack_render.rules.expressions import compile_verdict
+        grouping = self.rules.models.get("Grouping")
+        rule = f"Grouping:flavor.{kind}.contributes"
+        tree = getattr(grouping.flavor, kind).contributes if grouping is not None else None
+        verdict = compile_verdict(tree)(node_facts, self.settings) if node_facts is not None else None
+        inputs: tuple[tuple[str, object], ...] = (("aKey", akey),) if akey else ()
+        if count_label is not None:
+            inputs += (("countLabel", f"{self._akey_prefix}{akey}.count"), ("count", count_label))
+        recorder.record(f"Node/{facts.name}", Decision(
+            f"flavor.{kind}", verdict.value if verdict is not None else False, rule,
+            self.rules.origins.get(rule, ""), inputs, verdict))
 
     def _add(self, kind: FlavorKind, facts: NodeFacts, node: inputs.Node, akey: str, count: int) -> None:
         fields = self._fields(facts, akey, count)

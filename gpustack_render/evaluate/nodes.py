@@ -12,6 +12,7 @@ from typing import Mapping
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
 from gpustack_render.evaluate.names import NameNormaliser
+from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.k8s import LABEL_NAME, quantity_ceil, valid_label_value
 from gpustack_render.rules import Rules
 
@@ -44,8 +45,10 @@ class NodeFacts:
 
 
 class NodeEvaluator:
-    def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics) -> None:
+    def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics,
+                 recorder: Recorder | None = None) -> None:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
+        self.recorder = recorder
         self.names = NameNormaliser(rules)
         self.default_profile = profile_of_levels(rules, rules.topology_levels)
         vocab = rules.vocabulary
@@ -68,11 +71,16 @@ class NodeEvaluator:
             cached = self._gkey_cache[key] = self._derive_gkey(key)  # type: ignore[index, arg-type]
         return cached
 
-    def _derive_gkey(self, key: tuple[str, ...]) -> str:
+    def _derive_gkey(self, key: tuple[str, ...], steps: list[dict[str, object]] | None = None) -> str:
+        """stage3-node.md §1.3. ``steps`` (only when recording) receives each step's inputs and result,
+        so ``explain`` shows this derivation rather than a copy of it."""
         g = self.rules.normalisation.gKey
         manu = key[0].lower()
         if not manu or manu in g.manufacturer.absentValues:
             manu = g.manufacturer.fallback
+        if steps is not None:
+            steps.append({"step": "manu", "value": manu, "label": g.manufacturer.label, "read": key[0],
+                          "fallback": not key[0] or key[0].lower() in g.manufacturer.absentValues})
         id_prefix = ""
         for i, source in enumerate(g.idPrefix):
             raw = key[1 + i]
@@ -80,13 +88,56 @@ class NodeEvaluator:
                 if raw and not raw.startswith("@"):
                     max_length = self.rules.id_prefix_max_length[i](manu=manu)
                     id_prefix = self.names.normalize(raw, manu, max(max_length, 0), source.stripCruft)
+                    if steps is not None:
+                        after = self.names.cruft_trace(raw)[-1:] if source.stripCruft else []
+                        steps.append({"step": f"idPrefix[{i}]", "applies": True, "value": id_prefix, "input": raw,
+                                      "cruft": self.names.cruft_trace(raw) if source.stripCruft else [],
+                                      "afterCruft": after[0] if after else raw, "afterCharacterPass": id_prefix,
+                                      "maxLength": max(max_length, 0)})
                     break
+                if steps is not None:
+                    steps.append({"step": f"idPrefix[{i}]", "applies": False, "input": raw})
             else:
                 parts = raw.split("\x00")
                 if all(parts):
                     id_prefix = source.join.join(parts)
+                    if steps is not None:
+                        steps.append({"step": f"idPrefix[{i}]", "applies": True, "value": id_prefix, "parts": parts})
                     break
-        return f"{manu}-{id_prefix}" if id_prefix else manu
+                if steps is not None:
+                    steps.append({"step": f"idPrefix[{i}]", "applies": False, "parts": parts})
+        gkey = f"{manu}-{id_prefix}" if id_prefix else manu
+        if steps is not None:
+            steps.append({"step": "gKey", "value": gkey, "idPrefix": id_prefix})
+        return gkey
+
+    def _gkey_key(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str, ...]:
+        g = self.rules.normalisation.gKey
+        return (labels.get(g.manufacturer.label, ""),
+                *(annotations.get(s.annotation, "") if hasattr(s, "annotation") else
+                  "\x00".join(labels.get(lbl, "") for lbl in s.labels) for s in g.idPrefix))
+
+    def _record(self, recorder: Recorder, name: str, labels: Mapping[str, str], annotations: Mapping[str, str],
+                facts: Mapping[str, object], current_managed: str) -> None:
+        """The Node's decisions for ``explain``: the gKey steps, the managed stamp and cpu-only verdicts."""
+        from gpustack_render.rules.expressions import compile_verdict
+        origins, subject = self.rules.origins, f"Node/{name}"
+        steps: list[dict[str, object]] = []
+        gkey = self._derive_gkey(self._gkey_key(labels, annotations), steps)
+        recorder.record(subject, Decision("gKey", gkey, "Normalisation:gKey", origins.get("Normalisation:gKey", ""),
+                                          steps=tuple(steps)))
+        grouping = self.rules.models.get("Grouping")
+        if grouping is None:
+            return
+        stamp = grouping.managedLabel.stampWhen
+        recorder.record(subject, Decision(
+            "managed", current_managed or None, "Grouping:managedLabel.stampWhen",
+            origins.get("Grouping:managedLabel", ""), (("label", current_managed),),
+            compile_verdict(stamp)(facts, self.settings) if stamp is not None else None))
+        when = grouping.cpuOnlyLabel.when
+        recorder.record(subject, Decision(
+            "cpuOnly", None, "Grouping:cpuOnlyLabel.when", origins.get("Grouping:cpuOnlyLabel.when", ""),
+            verdict=compile_verdict(when)(facts, self.settings) if when is not None else None))
 
     def akeys(self, labels: Mapping[str, str]) -> list[str]:
         prefix, plen = self._akey_prefix, len(self._akey_prefix)
@@ -155,5 +206,7 @@ class NodeEvaluator:
         if managed and not (os_ and arch):
             self.diag.warn(f"{label}: has no {OS_LABEL} or {ARCH_LABEL} label; it feeds no flavor")
         facts.update(managed=managed, hasOsArch=bool(os_ and arch))
+        if self.recorder is not None:
+            self._record(self.recorder, meta.name, labels, annotations, facts, current_managed)
         return NodeFacts(meta.name, gkey, gmanu, cpu_count, akeys, has_accel, os_, arch, profile, managed,
                          feature, converged, facts)

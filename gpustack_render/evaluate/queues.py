@@ -10,6 +10,7 @@ from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.chain import flavor_order, flavor_selector, queue_labels
 from gpustack_render.evaluate.nodes import NodeFacts
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan, QueueFlavorQuota
+from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.k8s import format_decimal_si
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
@@ -37,8 +38,10 @@ class NodeMatcher:
 
 class QueueBuilder:
     def __init__(self, rules: Rules, settings: Mapping[str, bool], snapshot: Snapshot, flavors: list[FlavorPlan],
-                 matcher: NodeMatcher, missing_profiles: set[str], diag: Diagnostics) -> None:
+                 matcher: NodeMatcher, missing_profiles: set[str], diag: Diagnostics,
+                 recorder: Recorder | None = None) -> None:
         self.rules, self.settings, self.snapshot, self.diag = rules, settings, snapshot, diag
+        self.recorder = recorder
         self.flavors, self.matcher, self.missing_profiles = flavors, matcher, missing_profiles
         rendered = {f.name for f in flavors}
         self.finalizing = {name for name in snapshot.resource_flavors
@@ -82,7 +85,29 @@ class QueueBuilder:
                                  if c.when(facts, self.settings) and self._check_active(c.name)]
         plan.annotations = dict(sorted(plan.annotations.items()))
         plan.decision = "; ".join(decisions)
+        if self.recorder is not None:
+            self._record(self.recorder, plan, dict(selector), selected, facts)
         return plan
+
+    def _record(self, recorder: Recorder, plan: ClusterQueuePlan, selector: dict[str, str],
+                selected: list[FlavorPlan], facts: Mapping[str, Any]) -> None:
+        """The queue's selection, quota inputs and admission-check verdicts, for ``explain``."""
+        from gpustack_render.rules.expressions import compile_verdict
+        subject, origins = f"ClusterQueue/{plan.name}", self.rules.origins
+        recorder.record(subject, Decision(
+            "queue.selection", [f.name for f in selected], inputs=(("selector", selector),),
+            steps=tuple({"flavor": f.name, "count": f.count, "capacity": f.capacity, "nodes": list(f.nodes),
+                         "manufacturer": f.notes.get("manufacturer", f.manufacturer)} for f in selected)))
+        if plan.refusal:
+            recorder.record(subject, Decision("queue.refusal", plan.refusal))
+        model = self.rules.models.get("Queues")
+        for i, check in enumerate(self.rules.admission_checks):
+            tree = model.admissionChecks[i].when if model is not None else None
+            rule = f"Queues:admissionChecks.{i}"
+            recorder.record(subject, Decision(
+                "admissionCheck", check.name in plan.admission_checks, rule, origins.get(rule, ""),
+                (("check", check.name), ("active", self._check_active(check.name))),
+                compile_verdict(tree)(facts, self.settings)))
 
     def _without_finalizing(self, groups: Any) -> Any:
         """A kept (last good) plan loses the flavors no Node feeds any more; a group left without
@@ -134,9 +159,11 @@ class QueueBuilder:
             if warning.when(facts, self.settings):
                 self.diag.warn(f"ClusterQueue/{plan.name}: " + warning.message.render(
                     {"queue": plan.name, "instanceType": plan.name}) + f" [{warning.name}, {warning.origin}]")
-        for rule in self.rules.lifecycle:
+        for index, rule in enumerate(self.rules.lifecycle):
             if not rule.when(facts, self.settings):
                 continue
+            if self.recorder is not None:
+                self._record_lifecycle(self.recorder, plan.name, index, facts)
             if rule.groups == "none":
                 plan.flavors, plan.kept_resource_groups = [], None
             elif rule.groups == "current":
@@ -149,8 +176,22 @@ class QueueBuilder:
                                                      plan.annotations)
                 plan.annotations[markers.savedStopPolicy] = value
                 why += f"; saves {value} by save rule {save_why}"
+                if self.recorder is not None:
+                    self.recorder.record(f"ClusterQueue/{plan.name}", Decision(
+                        "lifecycle.save", value, inputs=(("currentStopPolicy", current),), steps=(save_why,)))
             return rule.stop_policy, why
         return "None", "stopPolicy None: no lifecycle rule applied"
+
+    def _record_lifecycle(self, recorder: Recorder, queue: str, index: int, facts: Mapping[str, Any]) -> None:
+        """The lifecycle rule that decided the stop policy, with its verdict over the facts it read."""
+        from gpustack_render.rules.expressions import compile_verdict
+        rule = self.rules.lifecycle[index]
+        model = self.rules.models.get("Lifecycle")
+        tree = model.stopPolicy[index].when if model is not None else None
+        recorder.record(f"ClusterQueue/{queue}", Decision(
+            "lifecycle", rule.stop_policy, f"Lifecycle:stopPolicy.{index}.name", rule.origin,
+            (("rule", rule.name), ("groups", rule.groups), *sorted(facts.items())),
+            compile_verdict(tree)(facts, self.settings)))
 
     def _lifecycle_facts(self, plan: ClusterQueuePlan, selected: list[FlavorPlan],
                          existing: inputs.ClusterQueue | None, inactive: bool, it_deleting: bool,
