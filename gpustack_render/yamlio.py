@@ -337,12 +337,14 @@ def _has_float(obj: Any) -> bool:
 # Rendered templates: a fast reader for the block YAML subset templates write.
 #
 # Templates write block mappings and sequences whose values are JSON (the ``q`` filter) or short
-# plain words. Parsing 10,000 such documents with PyYAML's pure-Python constructor took a quarter
-# of a render, so that subset is read line by line here, JSON values by the C ``json`` module and
-# plain scalars through PyYAML's own resolver and constructor (so ``on``, ``0777`` or ``1:20`` read
-# exactly as libyaml reads them). Anything outside the subset (comments after values, anchors,
-# tags, block scalars, multi-line scalars, indentless sequences, YAML-only escapes, ...) raises
-# :class:`NotSimple` and the caller falls back to libyaml, which also gives the error messages.
+# plain words; ``kubectl get -o yaml`` writes block YAML with plain and quoted one-line scalars.
+# Parsing 10,000 such documents with PyYAML's pure-Python constructor took a quarter of a render,
+# so that subset is read line by line here, JSON and double-quoted values by the C ``json`` module,
+# single-quoted ones by hand, plain scalars through PyYAML's own resolver and constructor (so
+# ``on``, ``0777`` or ``1:20`` read exactly as libyaml reads them). Anything outside the subset
+# (comments after values, anchors, tags, block scalars, multi-line scalars, YAML-only escapes,
+# flow collections that are not JSON, ...) raises :class:`NotSimple` and the caller falls back to
+# libyaml, which also gives the error messages.
 # ---------------------------------------------------------------------------------------------
 class NotSimple(Exception):
     """The text is outside the subset :func:`load_simple_block` reads; use libyaml."""
