@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from gpustack_render import pipeline
 from gpustack_render.cli.common import (FormatChoice, chain_inputs, command_body, info_line, prepare,
                                         templates_option, write_stdout)
 from gpustack_render.emit import format_objects, render_summary, write_directory
@@ -27,6 +26,7 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
            fmt: str, output_dir: Path | None) -> None:
     """Render NodeFeature, Topology, AdmissionCheck, ResourceFlavor, InstanceType, ClusterQueue, LocalQueue."""
     def action(state: dict[str, Any]) -> None:
+        from gpustack_render import pipeline  # not for --help: it builds every rule and input model
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
         ctx.diagnostics.extend(pipeline.removal_warnings(ctx, objects))
@@ -48,6 +48,7 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
             fmt: str) -> None:
     """Print the read-only InstanceTypeFlavor catalog as a List."""
     def action(state: dict[str, Any]) -> None:
+        from gpustack_render import pipeline
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         listing = pipeline.render_catalog(ctx, templates_dir)
         write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
@@ -66,6 +67,7 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
                  strict_devices: bool) -> None:
     """RFC 6902 patches the worker applies to Nodes: capacity keys ("status") and fit labels ("")."""
     def action(state: dict[str, Any]) -> None:
+        from gpustack_render import pipeline
         from gpustack_render.emit.patches import check_devices_captured, kubectl_lines
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         if strict_devices:
