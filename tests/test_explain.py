@@ -22,7 +22,7 @@ from cli_invoke import invoke
 from gpustack_render import pipeline
 from gpustack_render.errors import UserError
 from gpustack_render.explain import explain, format_text, parse_target
-from gpustack_render.explain.base import Explainer, reasons
+from gpustack_render.explain.base import Explainer
 from gpustack_render.explain.node import gkey_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -371,9 +371,9 @@ def test_gkey_trace_agrees_with_the_renderer_on_every_node(tmp_path: Path) -> No
         ctx = pipeline.prepare(snap, [], None)
         x = Explainer(ctx, pipeline.setting_sources(ctx, []), None)
         for facts in ctx.evaluation.node_facts:
-            node = ctx.snapshot.nodes[facts.name]
-            gkey, steps = gkey_trace(x, node.metadata.labels or {}, node.metadata.annotations or {})
+            gkey, steps = gkey_trace(x, facts.name)  # the evaluator's recorded derivation, formatted
             assert gkey == facts.gkey == steps[-1]["value"], facts.name
+            assert steps[0]["step"] == "manu" and all(step["text"] for step in steps), facts.name
             checked += 1
         for name in list(x.facts)[:40]:
             explain(ctx, f"node/{name}", {}, None)  # never raises
@@ -397,7 +397,7 @@ def test_setting_sources_default_snapshot_and_set() -> None:
         assert item["name"] in (REPO / file).read_text().splitlines()[int(line) - 1]
 
 
-# --- reasons() ---------------------------------------------------------------------------------
+# --- verdicts: the condition compiler's second output ------------------------------------------
 
 def _cond(data: Any) -> Any:
     from pydantic import TypeAdapter
@@ -416,8 +416,22 @@ def _cond(data: Any) -> Any:
      ["a is false, needs true; and setting s is true, needs false"]),
     ({"all": [{"fact": "a"}]}, {"a": True}, {}, []),
 ])
-def test_reasons(data: Any, facts: dict[str, Any], settings: dict[str, bool], want: list[str]) -> None:
-    assert reasons(_cond(data), facts, settings) == want
+def test_verdict_reason_and_value(data: Any, facts: dict[str, Any], settings: dict[str, bool], want: list[str]) -> None:
+    """The verdict compiled from the same tree says why, and its value is the boolean closure's."""
+    from gpustack_render.rules.expressions import compile_condition, compile_verdict
+    cond = _cond(data)
+    verdict = compile_verdict(cond)(facts, settings)
+    assert verdict.reason == "; ".join(want)
+    assert verdict.value == compile_condition(cond, set(facts), set(settings))(facts, settings) == (not want)
+    assert {leaf.text for leaf in verdict.leaves} <= {*(f"setting {s}" for s in settings), *(
+        t for t in ("managed", "cpuCount Gt 0", "hasAccelerator", "a", "b"))}
+
+
+def test_verdict_does_not_swallow_type_errors() -> None:
+    """explain's old interpreter turned a TypeError into False; the verdict fails as the render would."""
+    from gpustack_render.rules.expressions import compile_verdict
+    with pytest.raises(TypeError):
+        compile_verdict(_cond({"fact": "cpuCount", "operator": "Gt", "value": 0}))({"cpuCount": "x"}, {})
 
 
 # --- targets and the CLI -----------------------------------------------------------------------
@@ -551,13 +565,19 @@ def test_cli_help_documents_target_first() -> None:
     ("acme", "X1", None, 'no preset table for manufacturer "acme": fallback'),
     ("nvidia", "", None, "the product is empty: fallback"),
 ])
-def test_preset_trace_agrees_with_the_matcher(manufacturer: str, product: str, tier: str | None, says: str) -> None:
+def test_preset_trace_formats_the_matchers_steps(manufacturer: str, product: str, tier: str | None, says: str) -> None:
     from gpustack_render.evaluate.presets import PresetMatcher
+    from gpustack_render.evaluate.record import Decision, Records
     from gpustack_render.explain.objects import preset_trace
     ctx = _context((DEMO,))
     x = Explainer(ctx, {}, None)
-    got, lines, _ = preset_trace(x, manufacturer, product)
-    assert got == tier == PresetMatcher(ctx.rules, x.names).tier(manufacturer, product)
+    steps: list[dict[str, Any]] = []
+    matched = PresetMatcher(ctx.rules, x.names).tier(manufacturer, product, steps)
+    x.records = Records()
+    x.records.record("InstanceType/t", Decision("preset", None, inputs=(("manufacturer", manufacturer),
+                                                                        ("product", product)), steps=tuple(steps)))
+    got, lines, _ = preset_trace(x, "t")
+    assert got == tier == matched == PresetMatcher(ctx.rules, x.names).tier(manufacturer, product)
     assert any(says in line for line in lines), lines
 
 

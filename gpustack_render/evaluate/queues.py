@@ -60,14 +60,16 @@ class QueueBuilder:
         plan = ClusterQueuePlan(name=name, labels=labels, annotations={}, covered_resource="", flavors=[],
                                 kept_resource_groups=None, admission_checks=[], stop_policy="None")
         decisions = [f"selected {len(selected)} flavor(s) by {dict(selector)}"]
+        quotas: list[int] = []
         refusal = self._refusal(name, selected) if selected else None
         if selected and refusal is None:
             quota = self.rules.quota_accelerated if acceleratable else self.rules.quota_cpu
             manufacturer = selected[0].notes.get("manufacturer", selected[0].manufacturer)
             plan.covered_resource = quota.resource.render({"manufacturer": manufacturer})
-            plan.flavors = [QueueFlavorQuota(f.name, plan.covered_resource, format_decimal_si(
-                quota.nominal_quota(capacity=f.capacity, count=f.count, nodes=len(f.nodes), M=self.M)))
-                for f in selected]
+            quotas = [quota.nominal_quota(capacity=f.capacity, count=f.count, nodes=len(f.nodes), M=self.M)
+                      for f in selected]
+            plan.flavors = [QueueFlavorQuota(f.name, plan.covered_resource, format_decimal_si(value))
+                            for f, value in zip(selected, quotas)]
         elif refusal is not None:
             self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal}); "
                            + ("keeping the snapshot's resource groups" if existing and
@@ -86,18 +88,30 @@ class QueueBuilder:
         plan.annotations = dict(sorted(plan.annotations.items()))
         plan.decision = "; ".join(decisions)
         if self.recorder is not None:
-            self._record(self.recorder, plan, dict(selector), selected, facts)
+            self._record(self.recorder, plan, dict(selector), selected, quotas, facts)
         return plan
 
     def _record(self, recorder: Recorder, plan: ClusterQueuePlan, selector: dict[str, str],
-                selected: list[FlavorPlan], facts: Mapping[str, Any]) -> None:
-        """The queue's selection, quota inputs and admission-check verdicts, for ``explain``."""
+                selected: list[FlavorPlan], quotas: list[int], facts: Mapping[str, Any]) -> None:
+        """The queue's selection (and, for flavors of its kind, the label that kept each out), the
+        quota's inputs and value, and the admission-check verdicts, for ``explain``."""
         from gpustack_render.rules.expressions import compile_verdict
         subject, origins = f"ClusterQueue/{plan.name}", self.rules.origins
+        kind_label = self.rules.vocabulary.acceleratableLabel  # type: ignore[union-attr]
+        names = {f.name for f in selected}
+        rejected = []
+        for flavor in self.flavors:
+            if flavor.name in names or flavor.labels.get(kind_label) != plan.labels.get(kind_label):
+                continue
+            miss = next(((k, flavor.labels.get(k), v) for k, v in selector.items() if flavor.labels.get(k) != v), None)
+            rejected.append({"flavor": flavor.name, "label": miss})
         recorder.record(subject, Decision(
             "queue.selection", [f.name for f in selected], inputs=(("selector", selector),),
             steps=tuple({"flavor": f.name, "count": f.count, "capacity": f.capacity, "nodes": list(f.nodes),
-                         "manufacturer": f.notes.get("manufacturer", f.manufacturer)} for f in selected)))
+                         "manufacturer": f.notes.get("manufacturer", f.manufacturer),
+                         "quota": ({"capacity": f.capacity, "count": f.count, "nodes": len(f.nodes), "M": self.M},
+                                   quotas[i]) if quotas else None}
+                        for i, f in enumerate(selected)) + tuple(rejected)))
         if plan.refusal:
             recorder.record(subject, Decision("queue.refusal", plan.refusal))
         model = self.rules.models.get("Queues")

@@ -1,5 +1,7 @@
 """The report every ``explain`` target builds, and what the builders share: rule origins, setting
-sources, condition tracing and field provenance of a rendered object. Pure: no printing here."""
+sources, the evaluator's decision records and field provenance of a rendered object. Pure: no
+printing here, and no evaluation: conditions, selections and derivations are read from the records
+the evaluator made while it computed them (gpustack_render/evaluate/record.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
 from gpustack_render.evaluate.build import Evaluation
+from gpustack_render.evaluate.record import Decision, Records
 from gpustack_render.k8s import field_path
-from gpustack_render.rules import Rules, schema
+from gpustack_render.rules import Rules
+from gpustack_render.rules.expressions import Verdict, describe_condition as describe
 from gpustack_render.snapshot import Snapshot
 
 Path_ = tuple[str | int, ...]
@@ -26,6 +30,9 @@ class Context(Protocol):
 
     @property
     def evaluation(self) -> Evaluation: ...
+
+    @property
+    def records(self) -> Records: ...
 
 
 def show_path(text: str) -> str:
@@ -126,6 +133,7 @@ class Explainer:
         from gpustack_render.evaluate.names import NameNormaliser
         from gpustack_render.rules.resources import default_templates_dir
         self.ctx, self.rules, self.snapshot, self.settings = ctx, ctx.rules, ctx.snapshot, ctx.settings
+        self.records = ctx.records  # first: the evaluation that explain reads is the recording one
         self.plan = ctx.evaluation.plan
         self.facts = {f.name: f for f in ctx.evaluation.node_facts}
         self.sources = setting_sources
@@ -134,6 +142,13 @@ class Explainer:
         self.akey_prefix = ctx.rules.normalisation.aKey.labelPrefix
         assert ctx.rules.vocabulary is not None
         self.vocab = ctx.rules.vocabulary  # label keys and values, from rules/vocabulary.yaml
+
+    # --- the evaluator's records ------------------------------------------------------------------
+    def decision(self, subject: str, what: str) -> Decision | None:
+        return self.records.first(subject, what)
+
+    def decisions(self, subject: str, what: str) -> list[Decision]:
+        return self.records.of(subject, what)
 
     # --- where things come from ------------------------------------------------------------------
     def rule(self, kind: str, *path: str | int, value: Any = None) -> str:
@@ -242,70 +257,6 @@ def _leaves(value: Any, path: Path_) -> Iterable[tuple[Path_, Any]]:
 
 # --- conditions --------------------------------------------------------------------------------
 
-def holds(cond: Any, facts: Mapping[str, Any], settings: Mapping[str, bool]) -> bool:
-    """Evaluate a validated schema condition (the same semantics as expressions.compile_condition)."""
-    if cond is None:
-        return True
-    if isinstance(cond, schema.FactCondition):
-        value = facts.get(cond.fact)
-        if cond.operator is None:
-            return bool(value)
-        return _compare(cond.operator, value, cond.value)
-    if isinstance(cond, schema.SettingCondition):
-        return bool(settings.get(cond.setting))
-    if isinstance(cond, schema.NotCondition):
-        return not holds(cond.not_, facts, settings)
-    if isinstance(cond, schema.AllCondition):
-        return all(holds(c, facts, settings) for c in cond.all)
-    return any(holds(c, facts, settings) for c in cond.any)
-
-
-def _compare(op: str, left: Any, right: Any) -> bool:
-    import operator
-    fn = {"Gt": operator.gt, "Ge": operator.ge, "Lt": operator.lt, "Le": operator.le, "Eq": operator.eq,
-          "Ne": operator.ne}[op]
-    try:
-        return bool(fn(left, right))
-    except TypeError:
-        return False
-
-
-def describe(cond: Any) -> str:
-    """A compact one-line rendering of a condition: ``all(managed, cpuCount Gt 0, not(hasAccelerator))``."""
-    if cond is None:
-        return "always"
-    if isinstance(cond, schema.FactCondition):
-        return cond.fact if cond.operator is None else f"{cond.fact} {cond.operator} {show(cond.value)}"
-    if isinstance(cond, schema.SettingCondition):
-        return f"setting {cond.setting}"
-    if isinstance(cond, schema.NotCondition):
-        return f"not({describe(cond.not_)})"
-    key = "all" if isinstance(cond, schema.AllCondition) else "any"
-    return f"{key}({', '.join(describe(c) for c in getattr(cond, key))})"
-
-
-def reasons(cond: Any, facts: Mapping[str, Any], settings: Mapping[str, bool], want: bool = True) -> list[str]:
-    """Why ``cond`` is not ``want``: the leaves that decided it, in plain words."""
-    if cond is None:
-        return [] if want else ["the rule has no condition (always true)"]
-    if isinstance(cond, schema.FactCondition):
-        value = facts.get(cond.fact)
-        wanted = (f"{cond.operator} {show(cond.value)}" if cond.operator else "true")
-        if not want:
-            wanted = f"not {wanted}" if cond.operator else "false"
-        return [f"{cond.fact} is {show(value)}, needs {wanted}"]
-    if isinstance(cond, schema.SettingCondition):
-        return [f"setting {cond.setting} is {show(settings.get(cond.setting))}, needs {show(want)}"]
-    if isinstance(cond, schema.NotCondition):
-        return reasons(cond.not_, facts, settings, not want)
-    members = cond.all if isinstance(cond, schema.AllCondition) else cond.any
-    is_all = isinstance(cond, schema.AllCondition)
-    out: list[str] = []
-    if is_all == want:  # all failed (some member false) / any held when it should not (some member true)
-        for member in members:
-            if holds(member, facts, settings) != want:
-                out += reasons(member, facts, settings, want)
-    else:  # every member decided it: any failed (all false) / all held (all true)
-        parts = ["; ".join(reasons(m, facts, settings, want)) for m in members]
-        out.append("; and ".join(p for p in parts if p))
-    return out
+def why_not(verdict: Verdict | None) -> str:
+    """The reason a recorded verdict gives (its deciding leaves in words)."""
+    return verdict.reason if verdict is not None else ""

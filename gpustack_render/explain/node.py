@@ -7,7 +7,7 @@ from typing import Any
 from gpustack_render.rules import schema
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
-from gpustack_render.explain.base import Explainer, Report, Section, holds, reasons, show, show_quantity
+from gpustack_render.explain.base import Explainer, Report, Section, describe, show, show_quantity, why_not
 from gpustack_render.k8s import format_decimal_si
 
 
@@ -21,78 +21,75 @@ def _cruft_text(step: Any) -> str:
     return "trim spaces"
 
 
-def gkey_trace(x: Explainer, labels: dict[str, str], annotations: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
-    """The gKey derivation of stage3-node.md §1.3, step by step, with the rule of each step.
-
-    Mirrors NodeEvaluator._derive_gkey; the NormalizeName intermediates come from NameNormaliser's
-    own hooks, so the strings shown are the ones the renderer computed."""
+def gkey_trace(x: Explainer, name: str) -> tuple[str, list[dict[str, Any]]]:
+    """The gKey derivation of stage3-node.md §1.3 as the evaluator recorded it, each step in words
+    with its rule."""
+    decision = x.decision(f"Node/{name}", "gKey")
+    assert decision is not None, name
     g = x.rules.normalisation.gKey
+    norm = x.rules.normalisation.normalizeName
     steps: list[dict[str, Any]] = []
-    raw_vendor = labels.get(g.manufacturer.label, "")
-    manu = raw_vendor.lower()
-    if not raw_vendor:
-        why = f"label {g.manufacturer.label} is absent or empty: fallback {show(g.manufacturer.fallback)}"
-        manu = g.manufacturer.fallback
-    elif manu in g.manufacturer.absentValues:
-        why = (f"label {g.manufacturer.label}={show(raw_vendor)} is listed in absentValues: fallback "
-               f"{show(g.manufacturer.fallback)}")
-        manu = g.manufacturer.fallback
-    else:
-        why = f"label {g.manufacturer.label}={show(raw_vendor)}, lower-cased"
-    steps.append({"step": "manu", "value": manu, "text": f"manu = {show(manu)}: {why}",
-                  "from": [x.rule("Normalisation", "gKey", "manufacturer")]})
-    id_prefix = ""
-    for i, source in enumerate(g.idPrefix):
+    for step in decision.steps:
+        kind = step["step"]
+        if kind == "manu":
+            raw_vendor, manu = step["read"], step["value"]
+            if not raw_vendor:
+                why = f"label {g.manufacturer.label} is absent or empty: fallback {show(g.manufacturer.fallback)}"
+            elif step["fallback"]:
+                why = (f"label {g.manufacturer.label}={show(raw_vendor)} is listed in absentValues: fallback "
+                       f"{show(g.manufacturer.fallback)}")
+            else:
+                why = f"label {g.manufacturer.label}={show(raw_vendor)}, lower-cased"
+            steps.append({"step": "manu", "value": manu, "text": f"manu = {show(manu)}: {why}",
+                          "from": [x.rule("Normalisation", "gKey", "manufacturer")]})
+            continue
+        if kind == "gKey":
+            gkey = step["value"]
+            steps.append({"step": "gKey", "value": gkey,
+                          "text": (f"gKey = manu + \"-\" + idPrefix = {gkey}" if step["idPrefix"]
+                                   else f"gKey = manu = {gkey} (idPrefix is empty)"), "from": []})
+            continue
+        i = int(kind[len("idPrefix["):-1])
+        source = g.idPrefix[i]
         origin = x.rule("Normalisation", "gKey", "idPrefix", i)
-        if isinstance(source, schema.AnnotationSource):
-            raw = annotations.get(source.annotation, "")
-            if not raw or raw.startswith("@"):
+        if hasattr(source, "annotation"):
+            raw = step["input"]
+            if not step["applies"]:
                 state = "absent or empty" if not raw else f"{show(raw)} starts with '@' (unresolved)"
-                steps.append({"step": f"idPrefix[{i}]", "applies": False,
+                steps.append({"step": kind, "applies": False,
                               "text": f"idPrefix source {i + 1} (annotation {source.annotation}) does not apply: "
                                       f"{state}", "from": [origin]})
                 continue
-            max_length = max(x.rules.id_prefix_max_length[i](manu=manu), 0)
+            manu, max_length, after, value = steps[0]["value"], step["maxLength"], step["afterCruft"], step["value"]
             sub: list[str] = []
-            after = raw
-            if source.stripCruft:
-                results = x.names.cruft_trace(raw)
-                before = raw
-                for j, (step, result) in enumerate(zip(x.rules.normalisation.normalizeName.cruft, results)):
-                    change = show(result) if result != before else "(no change)"
-                    sub.append(f"cruft {j + 1} {_cruft_text(step)}: {change}")
-                    before = result
-                after = results[-1] if results else raw
-            id_prefix = x.names.character_pass(after, manu, max_length)
+            before = raw
+            for j, (cruft, result) in enumerate(zip(norm.cruft, step["cruft"])):
+                sub.append(f"cruft {j + 1} {_cruft_text(cruft)}: {show(result) if result != before else '(no change)'}")
+                before = result
             steps.append({
-                "step": f"idPrefix[{i}]", "applies": True, "value": id_prefix,
-                "input": raw, "afterCruft": after, "afterCharacterPass": id_prefix, "maxLength": max_length,
+                "step": kind, "applies": True, "value": value,
+                "input": raw, "afterCruft": after, "afterCharacterPass": value, "maxLength": max_length,
                 "text": (f"idPrefix source {i + 1} applies: annotation {source.annotation}={show(raw)}; "
                          f"NormalizeName(prefix {show(manu)}, maxLength {source.maxLength} = {max_length}, "
                          f"stripCruft {show(source.stripCruft)})"),
                 "detail": sub + ([f"after cruft stripping: {show(after)}"] if source.stripCruft else []) + [
-                    f"after the character pass (lower-case, space -> {show(x.rules.normalisation.normalizeName.spaceBecomes)}, "
-                    f"keep {show(x.rules.normalisation.normalizeName.keep)}, leading {show(manu)} removed, "
-                    f"cut at {max_length or 'no limit'}): {show(id_prefix)}"],
+                    f"after the character pass (lower-case, space -> {show(norm.spaceBecomes)}, "
+                    f"keep {show(norm.keep)}, leading {show(manu)} removed, "
+                    f"cut at {max_length or 'no limit'}): {show(value)}"],
                 "from": [origin, x.rule("Normalisation", "normalizeName")]})
-            break
-        parts = [labels.get(label, "") for label in source.labels]
-        if all(parts):
-            id_prefix = source.join.join(parts)
+            continue
+        parts = step["parts"]
+        if step["applies"]:
             shown = ", ".join(f"{label}={show(v)}" for label, v in zip(source.labels, parts))
-            steps.append({"step": f"idPrefix[{i}]", "applies": True, "value": id_prefix,
+            steps.append({"step": kind, "applies": True, "value": step["value"],
                           "text": f"idPrefix source {i + 1} applies: labels {shown} joined by {show(source.join)}"
-                                  f" = {show(id_prefix)}", "from": [origin]})
-            break
-        missing = [label for label, v in zip(source.labels, parts) if not v]
-        steps.append({"step": f"idPrefix[{i}]", "applies": False,
-                      "text": f"idPrefix source {i + 1} (labels) does not apply: {', '.join(missing)} absent or empty",
-                      "from": [origin]})
-    gkey = f"{manu}-{id_prefix}" if id_prefix else manu
-    steps.append({"step": "gKey", "value": gkey,
-                  "text": (f"gKey = manu + \"-\" + idPrefix = {gkey}" if id_prefix
-                           else f"gKey = manu = {gkey} (idPrefix is empty)"), "from": []})
-    return gkey, steps
+                                  f" = {show(step['value'])}", "from": [origin]})
+        else:
+            missing = [label for label, v in zip(source.labels, parts) if not v]
+            steps.append({"step": kind, "applies": False,
+                          "text": f"idPrefix source {i + 1} (labels) does not apply: {', '.join(missing)} absent or empty",
+                          "from": [origin]})
+    return str(decision.result), steps
 
 
 def _add_steps(section: Section, steps: list[dict[str, Any]]) -> None:
@@ -103,13 +100,10 @@ def _add_steps(section: Section, steps: list[dict[str, Any]]) -> None:
 
 
 def gkey_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
-    node = x.snapshot.nodes[facts.name]
-    gkey, steps = gkey_trace(x, node.metadata.labels or {}, node.metadata.annotations or {})
+    _, steps = gkey_trace(x, facts.name)
     section = report.section(f"CPU key (gKey) = {facts.gkey}")
     _add_steps(section, steps)
     section.add(f"gManu (gKey up to its first '-') = {facts.gmanu}")
-    if gkey != facts.gkey:
-        section.add(f"NOTE: this trace gives {gkey!r} but the renderer computed {facts.gkey!r}; please report it")
     report.facts["gKey"] = facts.gkey
     report.facts["gManu"] = facts.gmanu
     report.facts["gKeySteps"] = [{k: v for k, v in s.items() if k not in ("from",)} for s in steps]
@@ -119,19 +113,19 @@ def managed_text(x: Explainer, facts: NodeFacts) -> tuple[str, list[str]]:
     rules = x.rules
     node = x.snapshot.nodes[facts.name]
     current = (node.metadata.labels or {}).get(rules.managed_key, "")
-    grouping = rules.models.get("Grouping")
-    cond = grouping.managedLabel.stampWhen if grouping else None
+    decision = x.decision(f"Node/{facts.name}", "managed")
+    verdict = decision.verdict if decision is not None else None
     origins = [x.rule("Grouping", "managedLabel")]
     if current:
         why = (f"the Node's own label {rules.managed_key}={show(current)} is kept as is (the NodeFeature never "
                f"overrides an explicit value)")
-    elif cond is not None and holds(cond, facts.facts, x.settings):
+    elif verdict is not None and verdict.value:
         why = (f"the Node has no {rules.managed_key} label; the NodeFeature stamps {show(rules.managed_stamp_value)} "
                f"because stampWhen holds")
         origins.extend(x.settings_of("Grouping:managedLabel.stampWhen"))
     else:
         why = (f"the Node has no {rules.managed_key} label and stampWhen does not hold "
-               f"({'; '.join(reasons(cond, facts.facts, x.settings))}): the key is omitted")
+               f"({why_not(verdict)}): the key is omitted")
         origins.extend(x.settings_of("Grouping:managedLabel.stampWhen"))
     state = "managed" if facts.managed else "NOT managed"
     converged = facts.converged.get(rules.managed_key)
@@ -217,12 +211,10 @@ def _akeys_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
 
 
 def _flavors_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
-    rules = x.rules
-    grouping = rules.models.get("Grouping")
+    subject = f"Node/{facts.name}"
     flavors_of = [f for f in x.plan.flavors if facts.name in f.nodes]
     section = report.section("Flavors")
     fed: list[str] = []
-    cpu_cond = grouping.flavor.cpu.contributes if grouping else None
     cpu_origin = x.rule("Grouping", "flavor", "cpu", "contributes")
     cpu_flavor = next((f for f in flavors_of if not f.accelerated), None)
     if cpu_flavor is not None:
@@ -230,25 +222,26 @@ def _flavors_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
                     f"{cpu_flavor.capacity} from {len(cpu_flavor.nodes)} Node(s))", cpu_origin)
         fed.append(cpu_flavor.name)
     else:
-        why = "; ".join(reasons(cpu_cond, facts.facts, x.settings)) or "contributes does not hold"
+        why = why_not(next((d.verdict for d in x.decisions(subject, "flavor.cpu")), None)) \
+            or "contributes does not hold"
         section.add(f"feeds no CPU flavor: {why}", cpu_origin,
                     *(x.setting(n) for n in x.named("Grouping:flavor.cpu.contributes") if n in why))
-    accel_cond = grouping.flavor.accelerated.contributes if grouping else None
     accel_origin = x.rule("Grouping", "flavor", "accelerated", "contributes")
+    recorded = {d.input("aKey"): d for d in x.decisions(subject, "flavor.accelerated")}
     for akey in facts.akeys:
-        raw = facts.converged.get(f"{x.akey_prefix}{akey}.count", "")
-        count = int(raw) if raw.isdigit() else 0
+        decision = recorded[akey]
+        raw = decision.input("count", "")
         flavor = next((f for f in flavors_of if f.accelerated and f.akey == akey), None)
         if flavor is not None:
             section.add(f"feeds accelerated flavor ResourceFlavor/{flavor.name} for {akey} (label "
                         f"{x.akey_prefix}{akey}.count={show(raw)}; capacity {flavor.capacity} from "
                         f"{len(flavor.nodes)} Node(s))", accel_origin)
             fed.append(flavor.name)
-        elif count <= 0:
+        elif decision.verdict is None:
             state = f"={show(raw)} is not a positive integer" if raw else " is missing"
             section.add(f"no flavor for {akey}: label {x.akey_prefix}{akey}.count{state} (zero count)")
         else:
-            why = "; ".join(reasons(accel_cond, dict(facts.facts, acceleratorCount=count), x.settings))
+            why = why_not(decision.verdict)
             section.add(f"no flavor for {akey}: {why or 'contributes does not hold'}", accel_origin)
     if not facts.akeys:
         section.add("no accelerated flavor: the Node has no aKey")
@@ -368,19 +361,15 @@ def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
     grouping = rules.models.get("Grouping")
     if grouping is not None:
         prov[labels_path + (rules.cpu_only_key,)] = [
-            x.rule("Grouping", "cpuOnlyLabel", "when") + f" {grouping.cpuOnlyLabel.when and _describe(grouping.cpuOnlyLabel.when)}",
+            x.rule("Grouping", "cpuOnlyLabel", "when") + f" {grouping.cpuOnlyLabel.when and describe(grouping.cpuOnlyLabel.when)}",
             *x.settings_of("Grouping:cpuOnlyLabel.when")]
     x.attach_fields(report, obj, prov)
     if grouping is not None and rules.cpu_only_key not in facts.feature_labels:
         report.section("Not written").add(
             f"{rules.cpu_only_key}: cpuOnlyLabel.when does not hold ("
-            + "; ".join(reasons(grouping.cpuOnlyLabel.when, facts.facts, x.settings)) + ")",
+            + why_not(next((d.verdict for d in x.decisions(f"Node/{facts.name}", "cpuOnly")), None)) + ")",
             x.rule("Grouping", "cpuOnlyLabel", "when"))
     gkey_section(x, report, facts)
     x.settings_report(report, x.named("Grouping:managedLabel.stampWhen", "Grouping:cpuOnlyLabel.when"))
     return report
 
-
-def _describe(cond: Any) -> str:
-    from gpustack_render.explain.base import describe
-    return describe(cond)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpustack_render.evaluate.chain import flavor_order, flavor_selector
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
-from gpustack_render.explain.base import Explainer, Report, describe, holds, reasons, show
+from gpustack_render.explain.base import Explainer, Report, describe, show, why_not
 from gpustack_render.k8s import format_decimal_si
 
 
@@ -115,9 +114,9 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         if entry is not None:
             queues.add(f"ClusterQueue/{queue.name}: nominalQuota {entry.resource}={entry.nominal_quota}")
             found = True
-        elif flavor_selector(queue.labels, x.rules).items() <= flavor.labels.items():
+        elif flavor.name in _selection(x, queue.name).result:
             queues.add(f"ClusterQueue/{queue.name} selects it but renders no plan with it: "
-                       + (getattr(queue, "refusal", "") or _stop_reason(queue)))
+                       + (queue.refusal or _stop_reason(x, queue)))
             found = True
     if not found:
         queues.add("no ClusterQueue selects it")
@@ -156,7 +155,10 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         it_ref = f"InstanceType/{queue.name}"
     aware = x.rules.is_aware(x.settings)
     acceleratable = queue.labels.get(x.vocab.acceleratableLabel) == "true"
-    selector = flavor_selector(queue.labels, x.rules)
+    selection = _selection(x, queue.name)
+    selector: dict[str, str] = selection.input("selector")
+    selected = [step for step in selection.steps if "label" not in step]
+    rejected = [step for step in selection.steps if "label" in step]
     prov: dict[Any, list[str]] = {
         ("metadata", "name"): [f"one ClusterQueue per InstanceType, with its name: {it_ref}"],
         ("metadata", "labels"): [f"from {it_ref}"],
@@ -165,9 +167,9 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         ("metadata", "labels", ARCH_LABEL): [f"spec.arch of {it_ref}"],
         ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a queue built from an InstanceType"],
         ("metadata", "annotations", x.vocab.tasQueueAnnotation): ["resourceGroups is not empty"],
-        ("spec", "stopPolicy"): [_stop_reason(queue)],
+        ("spec", "stopPolicy"): [_stop_reason(x, queue)],
         ("spec", "resourceGroups"): ["the snapshot's resource groups, kept verbatim (last good plan): "
-                                     + (getattr(queue, "refusal", "") or _stop_reason(queue)),
+                                     + (queue.refusal or _stop_reason(x, queue)),
                                      x.snap_ref("ClusterQueue", queue.name, "spec.resourceGroups")]
         if queue.kept_resource_groups and not queue.flavors
         else ["the validated plan (Flavor selection and Quota below)"],
@@ -200,7 +202,6 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     if markers is not None:
         for marker in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold):
             prov[("metadata", "annotations", marker)] = [_clean(queue.decision), x.rule("Lifecycle", "markers")]
-    checks_model = rules.models.get("Queues")
     for i, check in enumerate(queue.admission_checks):
         index = next((j for j, c in enumerate(rules.admission_checks) if c.name == check), None)
         prov[("spec", "admissionChecksStrategy", "admissionChecks", i)] = [
@@ -220,19 +221,15 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     sel = report.section("Flavor selection")
     sel.add("selector (a flavor's metadata.labels must contain all): "
             + ", ".join(f"{k}={show(v)}" for k, v in selector.items()))
-    selected = sorted((f for f in x.plan.flavors if selector.items() <= f.labels.items() and f.capacity > 0),
-                      key=flavor_order)
-    for flavor in selected:
-        sel.add(f"selected {flavor.name}: count {flavor.count}, capacity {flavor.capacity} "
-                f"({len(flavor.nodes)} Node(s): {', '.join(flavor.nodes)})")
-    same_kind = [f for f in x.plan.flavors if f.labels.get(x.vocab.acceleratableLabel) == queue.labels.get(x.vocab.acceleratableLabel)
-                 and f not in selected]
-    for flavor in same_kind[:10]:
-        miss = next((f"{k}={show(flavor.labels.get(k))} (wants {show(v)})" for k, v in selector.items()
-                     if flavor.labels.get(k) != v), "capacity 0")
-        sel.add(f"not selected {flavor.name}: {miss}")
-    if len(same_kind) > 10:
-        sel.add(f"... and {len(same_kind) - 10} more flavors of the same kind not selected")
+    for step in selected:
+        sel.add(f"selected {step['flavor']}: count {step['count']}, capacity {step['capacity']} "
+                f"({len(step['nodes'])} Node(s): {', '.join(step['nodes'])})")
+    for step in rejected[:10]:
+        label = step["label"]
+        miss = f"{label[0]}={show(label[1])} (wants {show(label[2])})" if label else "capacity 0"
+        sel.add(f"not selected {step['flavor']}: {miss}")
+    if len(rejected) > 10:
+        sel.add(f"... and {len(rejected) - 10} more flavors of the same kind not selected")
     if not selected:
         sel.add("no flavor selected")
     sel.add("order: per-Node count ascending, then name (small Nodes fill first)")
@@ -243,50 +240,43 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     rule = rules.quota_accelerated if acceleratable else rules.quota_cpu
     kind_name = "accelerated" if acceleratable else "cpu"
     if queue.flavors:
-        manufacturer = selected[0].notes.get("manufacturer", selected[0].manufacturer) if selected else ""
+        manufacturer = selected[0]["manufacturer"] if selected else ""
         quota.add(f"covered resource {queue.covered_resource}", _fmt_origin(
             x, "Queues", ("quota", kind_name, "resource"), rule.resource.source, {"manufacturer": manufacturer}))
-        by_name = {f.name: f for f in x.plan.flavors}
+        quotas = {step["flavor"]: step["quota"] for step in selected}
         for entry in queue.flavors:
-            flavor = by_name.get(entry.name)
-            if flavor is None:
+            recorded = quotas.get(entry.name)
+            if recorded is None:
                 quota.add(f"{entry.name}: {entry.nominal_quota}")
                 continue
-            variables = {"capacity": flavor.capacity, "count": flavor.count, "nodes": len(flavor.nodes),
-                         "M": rules.units_per_accelerator}
-            value = rule.nominal_quota(**variables)
+            variables, value = recorded
             used = ", ".join(f"{k}={v}" for k, v in variables.items() if re.search(rf"\b{k}\b", rule.nominal_quota.source))
             quota.add(f"{entry.name}: nominalQuota = {rule.nominal_quota.source} with {used} = {value} -> "
                       f"{show(entry.nominal_quota)}", x.rule("Queues", "quota", kind_name, "nominalQuota"))
-            if format_decimal_si(value) != entry.nominal_quota:
-                quota.add(f"NOTE: recomputed {format_decimal_si(value)} differs from the plan's {entry.nominal_quota}")
     elif queue.kept_resource_groups:
         quota.add("no new plan: the snapshot's resource groups are kept verbatim")
     else:
         quota.add("no resource groups")
 
     stop = report.section(f"stopPolicy {queue.stop_policy}")
-    for part in _clean(queue.decision).split("; ")[1:]:
-        stop.add(part)
+    if queue.refusal:
+        stop.add(f"plan refused: {queue.refusal}")
+    for line, origins in _stop_lines(x, queue):
+        stop.add(line, *origins)
 
     checks = report.section("Admission checks")
-    facts = {"acceleratable": acceleratable}
-    for i, check in enumerate(rules.admission_checks):
-        cond = checks_model.admissionChecks[i].when if checks_model else None
-        origin_text = x.rule("Queues", "admissionChecks", i)
-        snap_check = x.snapshot.admission_checks.get(check.name)
-        inactive = snap_check is not None and any(c.type == "Active" and c.status == "False"
-                                                  for c in snap_check.status.conditions)
-        if check.name in queue.admission_checks:
-            checks.add(f"{check.name}: applies (when {describe(cond)})", origin_text)
-        elif cond is not None and not holds(cond, facts, x.settings):
-            checks.add(f"{check.name}: skipped, when {describe(cond)} does not hold: "
-                       + "; ".join(reasons(cond, facts, x.settings)), origin_text)
-        elif inactive:
-            checks.add(f"{check.name}: skipped, the snapshot's AdmissionCheck has Active=False",
-                       origin_text, x.snap_ref("AdmissionCheck", check.name, "status.conditions"))
+    for decision in x.decisions(f"ClusterQueue/{queue.name}", "admissionCheck"):
+        name, verdict = decision.input("check"), decision.verdict
+        origin_text = show_origin(decision.origin, decision.rule)
+        if decision.result:
+            checks.add(f"{name}: applies (when {verdict.text if verdict else 'always'})", origin_text)
+        elif verdict is not None and not verdict.value:
+            checks.add(f"{name}: skipped, when {verdict.text} does not hold: {verdict.reason}", origin_text)
+        elif not decision.input("active"):
+            checks.add(f"{name}: skipped, the snapshot's AdmissionCheck has Active=False",
+                       origin_text, x.snap_ref("AdmissionCheck", name, "status.conditions"))
         else:
-            checks.add(f"{check.name}: not applied", origin_text)
+            checks.add(f"{name}: not applied", origin_text)
 
     local = [lq for lq in x.plan.local_queues if lq.cluster_queue == queue.name]
     lqs = report.section(f"LocalQueues ({len(local)})")
@@ -294,7 +284,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         lqs.add(f"LocalQueue/{lq.namespace}/{lq.name}")
     if len(local) > 20:
         lqs.add(f"... and {len(local) - 20} more")
-    report.facts.update(instanceType=origin, selector=selector, selected=[f.name for f in selected],
+    report.facts.update(instanceType=origin, selector=selector, selected=list(selection.result),
                         quota=[{"flavor": f.name, "resource": f.resource, "nominalQuota": f.nominal_quota}
                                for f in queue.flavors],
                         stopPolicy=queue.stop_policy, decision=_clean(queue.decision),
@@ -304,14 +294,47 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     return report
 
 
-def _stop_reason(queue: ClusterQueuePlan) -> str:
-    """The stop-policy part of the queue's decision: from its ``stopPolicy ...`` part on (a drain
-    adds what it saves for the restore after it); the parts before are the selection and refusal."""
-    parts = _clean(queue.decision).split("; ")
-    start = next((i for i, part in enumerate(parts) if part.startswith("stopPolicy ")), None)
-    if start is None:
-        return parts[-1] if len(parts) > 1 else (parts[0] or f"stopPolicy {queue.stop_policy}")
-    return "; ".join(parts[start:])
+def _selection(x: Explainer, queue: str) -> Any:
+    """The evaluator's flavor selection of a queue (every rendered queue records one)."""
+    decision = x.decision(f"ClusterQueue/{queue}", "queue.selection")
+    assert decision is not None, queue
+    return decision
+
+
+def show_origin(origin: str, rule: str) -> str:
+    """``rules/queues.yaml:30: admissionChecks.0`` for a recorded rule entry."""
+    from gpustack_render.explain.base import show_path
+    return f"{show_path(origin)}: {rule.partition(':')[2]}" if origin else rule
+
+
+def _stop_lines(x: Explainer, queue: ClusterQueuePlan) -> list[tuple[str, list[str]]]:
+    """The lifecycle rule that decided the stop policy (with the facts its condition read) and the
+    save rule of a drain, as the evaluator recorded them."""
+    subject = f"ClusterQueue/{queue.name}"
+    decision = x.decision(subject, "lifecycle")
+    if decision is None:
+        return [("stopPolicy None: no lifecycle rule applied", [])]
+    text = f"stopPolicy {decision.result} by lifecycle rule '{decision.input('rule')}' ({_clean(decision.origin)})"
+    verdict = decision.verdict
+    lines = [(text, [])]
+    if verdict is not None and verdict.leaves:
+        lines.append((f"when {verdict.text} holds: " + ", ".join(f"{leaf.text} ({show(leaf.read)})"
+                                                               for leaf in verdict.leaves), []))
+    save = x.decision(subject, "lifecycle.save")
+    if save is not None:
+        lines.append((f"saves {save.result} by save rule {_clean(save.steps[0])}", []))
+    return lines
+
+
+def _stop_reason(x: Explainer, queue: ClusterQueuePlan) -> str:
+    """The stop-policy decision in one line (a drain adds what it saves for the restore)."""
+    subject = f"ClusterQueue/{queue.name}"
+    decision = x.decision(subject, "lifecycle")
+    if decision is None:
+        return "stopPolicy None: no lifecycle rule applied"
+    text = f"stopPolicy {decision.result} by lifecycle rule '{decision.input('rule')}' ({_clean(decision.origin)})"
+    save = x.decision(subject, "lifecycle.save")
+    return text + (f"; saves {save.result} by save rule {_clean(save.steps[0])}" if save is not None else "")
 
 
 def _clean(text: str) -> str:
@@ -323,48 +346,45 @@ def _clean(text: str) -> str:
 
 # --- InstanceType --------------------------------------------------------------------------------
 
-def preset_trace(x: Explainer, manufacturer: str, product: str) -> tuple[str | None, list[str], list[str]]:
-    """(tier or None for the fallback, explanation lines, origins) — stage4-chain.md §4.3 matching.
-
-    Mirrors PresetMatcher.tier over the rule rows so the matching row can be named; cross-checked
-    against the matcher by the caller."""
+def preset_trace(x: Explainer, name: str) -> tuple[str | None, list[str], list[str]]:
+    """(tier or None for the fallback, explanation lines, origins) — stage4-chain.md §4.3 matching, as
+    the evaluator's PresetMatcher recorded it for the derived InstanceType ``name``."""
+    decision = x.decision(f"InstanceType/{name}", "preset")
+    assert decision is not None, name
     presets = x.rules.presets
-    rows = presets.manufacturers.get(manufacturer)
-    if not rows:
-        return None, [f"no preset table for manufacturer {show(manufacturer)}: fallback"], [
-            x.rule("UnitResourcePresets", "manufacturers")]
-    if not product:
-        return None, ["the product is empty: fallback"], []
-    split = re.compile("[" + re.escape(presets.tokenSeparators) + "]")
-    normalised = x.names.normalize(product, manufacturer, 0, False)
-    tokens = [t for t in split.split(normalised) if t]
-    lines = [f"product {show(product)} normalised to {show(normalised)}, tokens {tokens}"]
-    dropped = []
-    while tokens and tokens[0] in presets.ignoreLeadingTokens:
-        dropped.append(tokens.pop(0))
-    if dropped:
-        lines.append(f"leading tokens {dropped} ignored -> {tokens}")
-    for i, row in enumerate(rows):
-        for j, prefix in enumerate(row.prefixes):
-            wanted = tuple(t for t in split.split(prefix.lower()) if t)
-            if tuple(tokens[:len(wanted)]) != wanted:
-                continue
+    manufacturer = decision.input("manufacturer")
+    rows = presets.manufacturers.get(manufacturer) or []
+    # the matcher's flat entries are the rows' prefixes in order (rules/compile.py)
+    entries = [(i, j, prefix) for i, row in enumerate(rows) for j, prefix in enumerate(row.prefixes)]
+    lines: list[str] = []
+    for step in decision.steps:
+        kind = step["step"]
+        if kind == "table":
+            if not step["hasTable"]:
+                return None, [f"no preset table for manufacturer {show(manufacturer)}: fallback"], [
+                    x.rule("UnitResourcePresets", "manufacturers")]
+            return None, ["the product is empty: fallback"], []
+        if kind == "tokens":
+            lines.append(f"product {show(step['product'])} normalised to {show(step['normalised'])}, "
+                         f"tokens {step['tokens']}")
+        elif kind == "ignored":
+            lines.append(f"leading tokens {step['dropped']} ignored -> {step['tokens']}")
+        elif kind == "match":
+            i, j, prefix = entries[step["index"]]
             origins = [x.rule("UnitResourcePresets", "manufacturers", manufacturer, i, "prefixes", j, value=prefix)]
-            for by_token, tier in row.by.items():
-                if by_token.lower() in tokens:
-                    lines.append(f"prefix {show(prefix)} (manufacturers.{manufacturer}.{i}) matches; token "
-                                 f"{show(by_token)} overrides its tier {row.tier} -> {tier}")
-                    return tier, lines, origins + [x.rule("UnitResourcePresets", "manufacturers", manufacturer, i, "by",
-                                                          by_token)]
-            lines.append(f"prefix {show(prefix)} (manufacturers.{manufacturer}.{i}) matches: tier {row.tier}")
-            return row.tier, lines, origins
+            if step["by"] is not None:
+                by_token = next(k for k in rows[i].by if k.lower() == step["by"])
+                lines.append(f"prefix {show(prefix)} (manufacturers.{manufacturer}.{i}) matches; token "
+                             f"{show(by_token)} overrides its tier {rows[i].tier} -> {step['tier']}")
+                return step["tier"], lines, origins + [x.rule("UnitResourcePresets", "manufacturers", manufacturer,
+                                                              i, "by", by_token)]
+            lines.append(f"prefix {show(prefix)} (manufacturers.{manufacturer}.{i}) matches: tier {step['tier']}")
+            return step["tier"], lines, origins
     lines.append("no entry matches: fallback")
     return None, lines, [x.rule("UnitResourcePresets", "manufacturers", manufacturer)]
 
 
 def explain_instance_type(x: Explainer, name: str) -> Report:
-    from gpustack_render.evaluate.chain import build_pools
-    from gpustack_render.evaluate.presets import PresetMatcher
     rules = x.rules
     derived = next((it for it in x.plan.instance_types if it.name == name), None)
     aware = x.rules.is_aware(x.settings)
@@ -388,9 +408,10 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
         x.settings_report(report, x.named("Queues:deriveInstanceTypes"))
         return report
     report = Report("InstanceType", name, template=x.template("InstanceType"))
-    pools = {p.name: p for p in build_pools(x.plan.flavors, rules, aware)}
-    pool = pools.get(name)
-    first = pool.flavors[0] if pool and pool.flavors else None
+    recorded = x.decision(f"InstanceType/{name}", "preset")  # the pool's flavors, as the evaluator used them
+    by_name = {f.name: f for f in x.plan.flavors}
+    pool_flavors = [by_name[n] for n in recorded.input("flavors")] if recorded is not None else []
+    first = by_name.get(recorded.input("firstFlavor")) if recorded is not None else None
     accel = derived.acceleratable
     kind_name = "accelerated" if accel else "cpu"
     split = "whenAware" if aware else "whenUnaware"
@@ -398,10 +419,7 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
               "aKey": first.akey if first else "", "manufacturer": first.manufacturer if first else "",
               "os": derived.os, "arch": derived.arch}
     product = first.notes.get("product", "") if first else ""
-    matcher = PresetMatcher(rules, x.names)
-    tier, lines, preset_origins = preset_trace(x, first.manufacturer if first else "", product) if accel else (None, [], [])
-    if accel and first is not None and matcher.tier(first.manufacturer, product) != tier:
-        lines.append(f"NOTE: the renderer's matcher gives {matcher.tier(first.manufacturer, product)!r}; please report it")
+    tier, lines, preset_origins = preset_trace(x, name) if accel else (None, [], [])
     if not accel:
         display_why = [x.rule("Naming", "unawareCpuDisplayName", value=rules.naming.unawareCpuDisplayName)] if not aware \
             else [f"the first flavor's product note {show(product)}" if product else "the pool's generalGroup (no product)"]
@@ -434,8 +452,8 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
     section = report.section("Pool")
     section.add(f"derived because {x.named_one('Queues:deriveInstanceTypes')} is true and the snapshot has no "
                 f"InstanceType/{name}", *x.settings_of("Queues:deriveInstanceTypes"))
-    if pool is not None:
-        for flavor in pool.flavors:
+    if pool_flavors:
+        for flavor in pool_flavors:
             section.add(f"flavor {flavor.name} (count {flavor.count}, capacity {flavor.capacity})")
         if first is not None:
             section.add(f"first flavor (count ascending, then name): {first.name}; it supplies product and manufacturer")
@@ -446,7 +464,7 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
         chosen = rules.presets.tiers[tier] if tier else rules.presets.fallback
         preset.add(f"unitResources cpu={show(chosen.cpu)}, ram={show(chosen.ram)}"
                    + (f" (tier {tier})" if tier else " (fallback)"))
-    report.facts.update(pool=[f.name for f in pool.flavors] if pool else [], tier=tier,
+    report.facts.update(pool=[f.name for f in pool_flavors], tier=tier,
                         displayName=derived.display_name)
     x.settings_report(report, x.named("Queues:deriveInstanceTypes", "Grouping:aware"))
     return report
