@@ -231,7 +231,9 @@ def same_up_to_order(expected: str, actual: str, structured: bool) -> bool:
 
     ``structured`` output (a YAML stream or JSON) is compared as parsed documents
     (:func:`canonical`, the stream as a multiset); a text report (diff text, markdown, stderr)
-    as the multiset of its lines. Exact equality is tried first by the caller.
+    as the multiset of its lines (:func:`report_lines`: a unified diff's context and hunk headers
+    left out, as the order of the lines they count changes with the names). Exact equality is tried
+    first by the caller.
     """
     if structured:
         try:
@@ -240,7 +242,24 @@ def same_up_to_order(expected: str, actual: str, structured: bool) -> bool:
         except yaml.YAMLError:
             return False
         return want == got
-    return sorted(expected.splitlines()) == sorted(actual.splitlines())
+    return sorted(report_lines(expected)) == sorted(report_lines(actual))
+
+
+def report_lines(text: str) -> list[str]:
+    """A text report's lines without what depends on the order of a unified diff's lines: inside a
+    diff (from a ``diff -u``/``--- a/`` line or a markdown ``diff`` fence to the first line that is
+    no diff line) the hunk headers and context lines go; added and removed lines stay."""
+    kept: list[str] = []
+    in_diff = False
+    for line in text.splitlines():
+        if line.startswith(("diff -u ", "--- a/", "```diff")):
+            in_diff = True
+        elif in_diff and not line.startswith((" ", "+", "-", "@@")) and line != "":
+            in_diff = False
+        if in_diff and (line.startswith((" ", "@@")) or line == ""):
+            continue
+        kept.append(line)
+    return kept
 
 
 def sorted_text(text: str) -> str:

@@ -324,3 +324,15 @@ def test_comparison_catches_a_half_rename(tmp_path: Path, half: str) -> None:
     result = invoke("render", ws / "fixtures" / "demo", "--rules", ws / "rules", "--templates", ws / "templates")
     actual = Outcome(result.exit_code, result.stdout, "")
     assert difference(expected, actual, structured=True), f"{half}: a half rename went unnoticed"
+
+
+def test_report_comparison_ignores_only_diff_order() -> None:
+    """Text reports: a unified diff whose context moved (label keys re-sorted by a rename) is the
+    same report; an added line that differs, or another summary line, is not."""
+    before = ("diff -u a/X b/X\n--- a/X\n+++ b/X\n@@ -8,6 +8,7 @@\n  a: 1\n+ b: 2\n  z: 3\n"
+              "1 added (X 1), 0 changed, 0 removed\n")
+    moved = ("diff -u a/X b/X\n--- a/X\n+++ b/X\n@@ -9,6 +9,7 @@\n  z: 3\n+ b: 2\n  a: 1\n"
+             "1 added (X 1), 0 changed, 0 removed\n")
+    assert same_up_to_order(before, moved, structured=False)
+    assert not same_up_to_order(before, moved.replace("+ b: 2", "+ b: 3"), structured=False)
+    assert not same_up_to_order(before, moved.replace("1 added", "2 added"), structured=False)
