@@ -56,7 +56,7 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
         rules = load_rules(rules_dir)
     overrides = parse_overrides(sets, rules.setting_defaults)
     with stage("snapshot"):
-        snapshot = load_snapshot(snapshot_paths, rules.settings_source)
+        snapshot = load_snapshot(snapshot_paths, rules.settings_source, rules.vocabulary.workerApiGroup)
     settings = effective_settings(rules.setting_defaults, snapshot.settings, snapshot.settings_origin, overrides)
     ctx = Context(rules, snapshot, settings)
     for file in snapshot.unused_files:

@@ -3,7 +3,6 @@ AdmissionChecks and the catalog, from the flavors and the converged Node view.""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Mapping
 
 from gpustack_render.errors import Diagnostics, UserError
@@ -180,24 +179,10 @@ def queue_labels(general_group: str, accelerator_group: str, acceleratable: bool
     return dict(sorted(labels.items()))
 
 
-@functools.lru_cache(maxsize=1)
-def _builtin_vocabulary() -> Any:
-    """The built-in rules' Vocabulary, validated (only for a caller that passes no rules)."""
-    from gpustack_render.rules.schema import VocabularyRules
-    from gpustack_render.snapshot.inputs import builtin_vocabulary
-    return VocabularyRules.model_validate(builtin_vocabulary())
-
-
-def flavor_selector(labels: Mapping[str, str], rules: Rules | str) -> dict[str, str]:
-    """§2.4 step 1: the pairs a flavor's metadata.labels must contain to be selected.
-
-    ``rules`` may still be an aKey label prefix (the older signature, views/summary.py): the keys then
-    come from the built-in rules' vocabulary.yaml, until that caller passes its rules."""
-    if isinstance(rules, str):
-        vocab, akey_prefix = _builtin_vocabulary(), rules
-    else:
-        assert rules.vocabulary is not None
-        vocab, akey_prefix = rules.vocabulary, rules.normalisation.aKey.labelPrefix
+def flavor_selector(labels: Mapping[str, str], rules: Rules) -> dict[str, str]:
+    """§2.4 step 1: the pairs a flavor's metadata.labels must contain to be selected."""
+    assert rules.vocabulary is not None
+    vocab, akey_prefix = rules.vocabulary, rules.normalisation.aKey.labelPrefix
     keep = {OS_LABEL, ARCH_LABEL, vocab.acceleratableLabel}
     prefixes = (vocab.generalGroupPrefix, akey_prefix)
     selector = {k: v for k, v in labels.items() if k in keep or (k.startswith(prefixes) and v == "true")}

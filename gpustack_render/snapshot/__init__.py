@@ -201,8 +201,11 @@ def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | 
     return line
 
 
-def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Snapshot:
+def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker_group: str) -> Snapshot:
+    """``worker_group``: the operator's API group of Devices and InstanceType (the rules' Vocabulary
+    ``workerApiGroup``)."""
     problems: list[Problem] = []
+    models = inputs.models(worker_group)
     files: list[str] = []
     sources = _read_objects(paths, problems, files)
     seen: dict[tuple[str, str, str, str], _Source] = {}
@@ -215,7 +218,7 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str]) -> Sna
             problems.append(Problem(ident, file=source.file))
             continue
         group, kind, namespace, name = ident
-        model = inputs.MODELS.get((group, kind))
+        model = models.get((group, kind))
         if model is None:
             if (group, kind) in RAW_ONLY_KINDS:
                 used.add(source.file)

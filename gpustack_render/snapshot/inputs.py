@@ -318,18 +318,6 @@ def builtin_vocabulary() -> dict[str, Any]:
         return dict(yaml.safe_load(handle))
 
 
-def builtin_worker_group() -> str:
-    """The built-in rules' ``workerApiGroup``."""
-    return str(builtin_vocabulary()["workerApiGroup"])
-
-
-def __getattr__(name: str) -> Any:
-    """``MODELS``: :func:`models` of the built-in rules' group, for callers not yet given the rules'."""
-    if name == "MODELS":
-        return models(builtin_worker_group())
-    raise AttributeError(name)
-
-
 # --- fast decoding of the bulk kinds ------------------------------------------------------------------
 # Nodes, Devices and Namespaces are most of a snapshot. msgspec converts them in C into frozen
 # structs with the attributes of the models above; an object it refuses goes through the pydantic

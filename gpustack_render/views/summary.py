@@ -54,14 +54,13 @@ def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[Poo
     plan = ctx.evaluation.plan
     queues = sorted(plan.cluster_queues, key=lambda q: q.name)
     rendered = {_name(o): o for o in Renderer(None).render_kind("ClusterQueue", queues)}
-    akey_prefix = ctx.rules.normalisation.aKey.labelPrefix
     local = {q.name: 0 for q in queues}
     for lq in plan.local_queues:
         local[lq.cluster_queue] = local.get(lq.cluster_queue, 0) + 1
     warnings = list(ctx.diagnostics.warnings)
     rows = []
     for queue in queues:
-        flavors = pool_flavors(queue, plan.flavors, akey_prefix)
+        flavors = pool_flavors(queue, plan.flavors, ctx.rules)
         acceleratable, akey = _accelerator(ctx, queue.name, flavors)
         nodes = sorted({n for f in flavors for n in f.nodes})
         free, largest = _fit(ctx.rules, akey, nodes, fit_labels) if acceleratable and akey else (None, None)
@@ -75,10 +74,10 @@ def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[Poo
     return rows
 
 
-def pool_flavors(queue: ClusterQueuePlan, flavors: Sequence[FlavorPlan], akey_prefix: str) -> list[FlavorPlan]:
+def pool_flavors(queue: ClusterQueuePlan, flavors: Sequence[FlavorPlan], rules: Any) -> list[FlavorPlan]:
     """The flavors the queue's selector picks (stage4-chain.md §2.4 step 1), whether or not its plan
     was kept: the pool's hardware, even when the queue was refused or holds."""
-    selector = flavor_selector(queue.labels, akey_prefix).items()
+    selector = flavor_selector(queue.labels, rules).items()
     return sorted((f for f in flavors if selector <= f.labels.items() and f.capacity > 0), key=lambda f: f.name)
 
 
