@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
-from gpustack_render import pipeline
 from gpustack_render.cli.common import chain_inputs, command_body, prepare, templates_option, write_stdout
 from gpustack_render.errors import EXIT_NEGATIVE, EXIT_OK, UserError
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` stays fast
+    from gpustack_render import pipeline
     from gpustack_render.diff import DiffPolicy
     from gpustack_render.diff.pools import PoolComparison
 
@@ -46,6 +46,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         assert ctx.rules.diff is not None, "rules without a Diff kind"
         policy = diff.DiffPolicy(ctx.rules.diff)
+        from gpustack_render import pipeline
         desired = pipeline.render_objects(ctx, templates_dir)
         current = read_manifests(against) if against is not None else list(ctx.snapshot.raw.values())
         changes = diff.compare(desired, current, policy, set(ctx.snapshot.raw))

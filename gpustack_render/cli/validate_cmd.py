@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from gpustack_render import pipeline
 from gpustack_render.cli.common import (allow_empty_option, command_body, note_line, prepare, rules_option,
                                              set_option, templates_option, warn_line, write_stdout)
 from gpustack_render.errors import EXIT_NEGATIVE, EXIT_OK, PROG
@@ -59,6 +58,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
                 warn_line(warning)
         else:
             ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
+            from gpustack_render import pipeline
             outcome = pipeline.validate_render(ctx, templates_dir, crds_dir, strict, skip_schema)
             ctx.diagnostics.extend(outcome.warnings)
         for note in outcome.notes:
