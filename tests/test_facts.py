@@ -54,20 +54,19 @@ def _spy(seen: dict[str, list[dict[str, Any]]], scope: str, fn: Callable[..., bo
 
 def spied_rules(rules: Rules, seen: dict[str, list[dict[str, Any]]]) -> Rules:
     """The rules with every compiled condition recording the facts it is given, by scope."""
-    rules.managed_stamp_when = _spy(seen, "node", rules.managed_stamp_when)
-    rules.cpu_only_when = _spy(seen, "node", rules.cpu_only_when)
     cpu, accel = rules.flavor_cpu, rules.flavor_accelerated
-    rules.flavor_cpu = dataclasses.replace(cpu, contributes=_spy(seen, "flavor", cpu.contributes),
-                                           pin_cpu_only=cpu.pin_cpu_only and _spy(seen, "flavor", cpu.pin_cpu_only))
-    rules.flavor_accelerated = dataclasses.replace(accel, contributes=_spy(seen, "accelerator", accel.contributes))
-    rules.admission_checks = tuple(dataclasses.replace(a, when=_spy(seen, "queue", a.when))
-                                   for a in rules.admission_checks)
-    rules.lifecycle = tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle)
-    rules.lifecycle_save = tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when))
-                                 for r in rules.lifecycle_save)
-    rules.lifecycle_warnings = tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when))
-                                     for r in rules.lifecycle_warnings)
-    return rules
+    return dataclasses.replace(  # Rules is frozen: a spied copy
+        rules,
+        managed_stamp_when=_spy(seen, "node", rules.managed_stamp_when),
+        cpu_only_when=_spy(seen, "node", rules.cpu_only_when),
+        flavor_cpu=dataclasses.replace(cpu, contributes=_spy(seen, "flavor", cpu.contributes),
+                                       pin_cpu_only=cpu.pin_cpu_only and _spy(seen, "flavor", cpu.pin_cpu_only)),
+        flavor_accelerated=dataclasses.replace(accel, contributes=_spy(seen, "accelerator", accel.contributes)),
+        admission_checks=tuple(dataclasses.replace(a, when=_spy(seen, "queue", a.when)) for a in rules.admission_checks),
+        lifecycle=tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle),
+        lifecycle_save=tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle_save),
+        lifecycle_warnings=tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when))
+                                 for r in rules.lifecycle_warnings))
 
 
 def test_every_scope_gets_exactly_its_declared_facts_of_their_declared_types(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,6 +38,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 import gpustack_render.pipeline as pipeline
 import gpustack_render.rules as rules_pkg
+import gpustack_render.rules.read as rules_read
 from gpustack_render.cli import main
 from gpustack_render.rules.expressions import FACTS
 
@@ -325,7 +326,7 @@ def mutate(seed: int) -> Mutant:
 def fast_rules(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Memoise rule loading per example and parsing per unchanged file; returns the per-example reset."""
     parsed: dict[tuple[str, str], Any] = {}
-    real_parse = rules_pkg.load_roundtrip
+    real_parse = rules_read.load_roundtrip
 
     def parse(path: Path, display: str) -> Any:
         key = (display, path.read_text(encoding="utf-8"))
@@ -354,7 +355,7 @@ def fast_rules(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
             raise value
         return value
 
-    monkeypatch.setattr(rules_pkg, "load_roundtrip", parse)
+    monkeypatch.setattr(rules_read, "load_roundtrip", parse)
     monkeypatch.setattr(rules_pkg, "load_rules", load)
     monkeypatch.setattr(pipeline, "load_rules", load)
     return loaded.clear

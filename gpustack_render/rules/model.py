@@ -1,0 +1,175 @@
+"""The compiled rules: frozen values the stages read (no rule file, no pydantic model needed)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from gpustack_render.rules import schema
+from gpustack_render.rules.expressions import Arithmetic, CompiledCondition, NameFormat
+
+# Closed vocabularies: what each rule location may refer to.
+CPU_FLAVOR_FIELDS = {"gKey", "gManu", "os", "arch", "count", "profile"}
+ACCEL_FLAVOR_FIELDS = CPU_FLAVOR_FIELDS | {"aKey", "manufacturer"}
+QUOTA_VARIABLES = {"capacity", "count", "nodes", "M"}
+CAPACITY_VARIABLES = {"L", "P", "slices", "vram", "overcommit", "M"}
+HOSTNAME_LEVEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class ManufacturerRule:
+    name: str
+    resource_base: str
+    partition_kind: str | None
+    publish_profile: tuple[tuple[re.Pattern[str], str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorKind:
+    key: tuple[str, ...]
+    contributes: CompiledCondition
+    name: NameFormat
+    pin_cpu_only: CompiledCondition | None
+
+
+@dataclass(frozen=True, slots=True)
+class PresetTier:
+    cpu: str
+    ram: str
+
+
+@dataclass(frozen=True, slots=True)
+class PresetEntry:
+    tier: str
+    tokens: tuple[str, ...]
+    by: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheckRule:
+    name: str
+    controller_name: str
+    when: CompiledCondition
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRule:
+    resource: NameFormat
+    nominal_quota: Arithmetic
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityFamilyRule:
+    name: str
+    population: str
+    pool: NameFormat
+    requires_partition_kind: bool
+    keys: tuple[tuple[NameFormat, Arithmetic], ...]
+    profile_key: NameFormat | None
+
+
+@dataclass(frozen=True, slots=True)
+class StopPolicyRule:
+    name: str
+    when: CompiledCondition
+    stop_policy: str
+    groups: str
+    annotations: tuple[tuple[str, str], ...]
+    save_stop_policy: bool
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class SavedStopPolicyRule:
+    name: str
+    when: CompiledCondition
+    stop_policy: str  # a stop policy, "current" or "saved"
+    annotations: tuple[tuple[str, str], ...]
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleWarningRule:
+    name: str
+    when: CompiledCondition
+    message: NameFormat
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class KindMetadata:
+    """``rules/output.yaml`` compiled: what :func:`gpustack_render.render.output_meta.apply_output_metadata`
+    adds to every rendered object of one kind, each map sorted by key."""
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
+
+    setting_defaults: dict[str, bool]
+    settings_source: tuple[str, str]
+    units_per_accelerator: int
+    manufacturers: dict[str, ManufacturerRule]
+    naming: schema.NamingRules
+    node_feature_name: NameFormat
+    topology_name: NameFormat
+    local_queue_name: NameFormat
+    flavor_cpu: FlavorKind
+    flavor_accelerated: FlavorKind
+    pool_name: dict[tuple[bool, bool], NameFormat]          # (aware, accelerated) → format
+    catalog_name: dict[tuple[bool, bool], NameFormat]
+    pool_identity: dict[bool, tuple[NameFormat, NameFormat]]  # aware → (generalGroup, acceleratorGroup)
+    managed_key: str
+    managed_stamp_value: str
+    managed_stamp_when: CompiledCondition
+    cpu_only_key: str
+    cpu_only_when: CompiledCondition
+    normalisation: schema.NormalisationRules
+    cruft_steps: tuple[Callable[[str], str], ...]
+    id_prefix_max_length: dict[int, Arithmetic]
+    presets: schema.PresetRules
+    preset_entries: dict[str, tuple[PresetEntry, ...]]
+    reserved_namespaces: frozenset[str]
+    topology_levels: tuple[str, ...]
+    max_flavors_per_group: int
+    quota_cpu: QuotaRule
+    quota_accelerated: QuotaRule
+    admission_checks: tuple[AdmissionCheckRule, ...]
+    capacity_families: tuple[CapacityFamilyRule, ...]
+    fit_sliced_label: NameFormat
+    fit_shared_label: NameFormat
+    share_units: int
+    shared_modes: frozenset[int]
+    pin_sliced_card: NameFormat    # Workload fit pin: resources that make a demand ({base})
+    pin_sliced_units: NameFormat
+    pin_shared_cards: NameFormat
+    resource_flavor_prefix: str  # the literal start shared by both flavor name formats
+    lifecycle: tuple[StopPolicyRule, ...]
+    lifecycle_warnings: tuple[LifecycleWarningRule, ...]
+    lifecycle_save: tuple[SavedStopPolicyRule, ...]
+    lifecycle_markers: schema.LifecycleMarkers
+    origins: Mapping[str, str]                # "Kind:path" → file:line (explain)
+    models: Mapping[str, Any]                 # kind → validated model (explain)
+    diff: schema.DiffRules                    # rules/diff.yaml, checked by compile.check_diff
+    output: Mapping[str, KindMetadata]        # rendered kind → extra metadata
+    # The operator's vocabulary and the settings reach the stages only through these rule entries.
+    vocabulary: schema.VocabularyRules        # rules/vocabulary.yaml
+    pool_aware: CompiledCondition             # Grouping aware: pools split per CPU key
+    derive_instance_types: CompiledCondition  # Queues deriveInstanceTypes
+    workload_fit_when: CompiledCondition      # Capacity workloadFit.when: the pin applies
+    setting_refs: Mapping[str, tuple[str, ...]]  # "Kind:path" → settings its condition names
+    profile_format: NameFormat                # Vocabulary topologyProfile.format
+    profile_pattern: re.Pattern[str]          # ... as a matcher (a Node's own profile label)
+    local_queue_pattern: re.Pattern[str]      # Naming localQueue as a matcher (pin's queue test)
+    generic_group: str  # Grouping pool.whenUnaware.generalGroup: the pool not split per CPU key
+
+    def is_aware(self, settings: Mapping[str, bool]) -> bool:
+        """Grouping ``aware``: whether pools are split per CPU key under these settings."""
+        return bool(self.pool_aware({}, settings))
+
+    def settings_of(self, entry: str) -> tuple[str, ...]:
+        """The settings a rule entry's condition names (``"Grouping:aware"``), for explanations."""
+        return self.setting_refs.get(entry, ())
