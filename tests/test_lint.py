@@ -453,16 +453,11 @@ def test_mutated_rules_give_clean_messages(tmp_path: Path, seed: int) -> None:
 
 
 def test_broken_builtin_rules_still_report_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Linting the built-in directory itself (a source checkout): a shape error in one file must not
-    hide the meaning errors of the others, resolved against the committed version of the broken file."""
+    """Linting the built-in directory itself (a source checkout, no git involved): a shape error in
+    one file must not hide the meaning errors of the others (each intact kind is compiled on its own)."""
     import gpustack_render.rules.lint as lint_module
     import gpustack_render.rules as rules_module
     rules = copy_rules(tmp_path)
-    git = ["git", "-C", str(tmp_path), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    if subprocess.run(["git", "init", "-q", str(tmp_path)], capture_output=True).returncode != 0:
-        pytest.skip("git is not available")
-    subprocess.run(git + ["add", "-A"], check=True, capture_output=True)
-    subprocess.run(git + ["commit", "-qm", "rules"], check=True, capture_output=True)
     monkeypatch.setattr(rules_module, "default_rules_dir", lambda: rules)
     monkeypatch.setattr(lint_module, "default_rules_dir", lambda: rules)
     monkeypatch.chdir(tmp_path)
