@@ -85,7 +85,7 @@ def removal_warnings(ctx: Context, objects: Sequence[dict[str, Any]]) -> list[st
     """``render``: warn when applying ``objects`` would remove more than half of the owned objects
     of a kind that the snapshot shows live (a partial snapshot, or a rule edit that matches nothing)."""
     from gpustack_render import diff
-    if ctx.rules.diff is None or not ctx.snapshot.raw:
+    if not ctx.snapshot.raw:
         return []
     policy = diff.DiffPolicy(ctx.rules.diff)
     current = list(ctx.snapshot.raw.values())

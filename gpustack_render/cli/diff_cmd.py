@@ -44,7 +44,6 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         if is_stdin(against) and "-" in snapshot:
             raise UserError.single("SNAPSHOT and --against cannot both be '-': standard input can be read once")
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
-        assert ctx.rules.diff is not None, "rules without a Diff kind"
         policy = diff.DiffPolicy(ctx.rules.diff)
         from gpustack_render import pipeline
         desired = pipeline.render_objects(ctx, templates_dir)

@@ -31,7 +31,6 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
              recorder: Recorder | None = None) -> Evaluation:
     """Stages 3 and 4. ``recorder`` (``explain`` only) receives each decision as it is made."""
     problems: list[Problem] = []
-    assert rules.vocabulary is not None and rules.derive_instance_types is not None
     nodes = NodeEvaluator(rules, settings, diag, recorder)
     flavors = FlavorBuilder(rules, settings, diag, recorder)
     plan = Plan()
@@ -94,7 +93,7 @@ def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rule
     problems = []
     accelerator_group = spec.acceleratorGroup if spec.acceleratable else ""
     checks = (("spec.acceleratorGroup", accelerator_group, rules.normalisation.aKey.labelPrefix),
-              ("spec.generalGroup", spec.generalGroup, rules.vocabulary.generalGroupPrefix))  # type: ignore[union-attr]
+              ("spec.generalGroup", spec.generalGroup, rules.vocabulary.generalGroupPrefix))
     for path, group, prefix in checks:
         if group and not valid_qualified_name(prefix + group):
             problems.append(Problem(f"{group!r} does not make a valid label key {prefix}{group}",

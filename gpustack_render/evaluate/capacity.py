@@ -227,7 +227,6 @@ class CapacityEvaluator:
         ledger rows joined to their spec card (``fitLabels.populations``): a spec card without a row
         has no allocation state, so it neither makes a label appear nor counts towards its value."""
         rules = self.rules
-        assert rules.fit_sliced_label is not None and rules.fit_shared_label is not None
         populations: FitPopulations = rules.models["Capacity"].fitLabels.populations
         spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
         labels: dict[str, str] = {}

@@ -181,7 +181,6 @@ def queue_labels(general_group: str, accelerator_group: str, acceleratable: bool
 
 def flavor_selector(labels: Mapping[str, str], rules: Rules) -> dict[str, str]:
     """§2.4 step 1: the pairs a flavor's metadata.labels must contain to be selected."""
-    assert rules.vocabulary is not None
     vocab, akey_prefix = rules.vocabulary, rules.normalisation.aKey.labelPrefix
     keep = {OS_LABEL, ARCH_LABEL, vocab.acceleratableLabel}
     prefixes = (vocab.generalGroupPrefix, akey_prefix)

@@ -41,7 +41,6 @@ class FlavorBuilder:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
         self.recorder = recorder
         self.aware = rules.is_aware(settings)
-        assert rules.vocabulary is not None
         self.vocab = rules.vocabulary
         self._groups: dict[tuple[str, tuple[object, ...]], FlavorPlan] = {}
         self._names: dict[str, tuple[str, tuple[object, ...]]] = {}

@@ -21,7 +21,6 @@ OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"  # Kubernetes' w
 
 def profile_of_levels(rules: Rules, levels: tuple[str, ...] | list[str]) -> str:
     """The Vocabulary ``topologyProfile.format`` over the level keys joined by NUL (stage3-node.md §7)."""
-    assert rules.profile_format is not None
     return rules.profile_format.render({"levels": "\x00".join(levels)})
 
 

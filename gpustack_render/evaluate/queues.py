@@ -81,7 +81,7 @@ class QueueBuilder:
         plan.stop_policy, why = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         decisions.append(why)
         if plan.flavors or plan.kept_resource_groups:
-            plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"  # type: ignore[union-attr]
+            plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"
         facts = {"acceleratable": acceleratable}
         plan.admission_checks = [c.name for c in self.rules.admission_checks
                                  if c.when(facts, self.settings) and self._check_active(c.name)]
@@ -97,7 +97,7 @@ class QueueBuilder:
         quota's inputs and value, and the admission-check verdicts, for ``explain``."""
         from gpustack_render.rules.expressions import compile_verdict
         subject, origins = f"ClusterQueue/{plan.name}", self.rules.origins
-        kind_label = self.rules.vocabulary.acceleratableLabel  # type: ignore[union-attr]
+        kind_label = self.rules.vocabulary.acceleratableLabel
         names = {f.name for f in selected}
         rejected = []
         for flavor in self.flavors:
@@ -165,7 +165,6 @@ class QueueBuilder:
                    inactive: bool, it_deleting: bool, acceleratable: bool) -> tuple[str, str]:
         """The first lifecycle rule (rules/lifecycle.yaml) that holds decides; returns (policy, why)."""
         markers = self.rules.lifecycle_markers
-        assert markers is not None
         annotations = (existing.metadata.annotations or {}) if existing else {}
         current = existing.spec.stopPolicy if existing else ""
         facts = self._lifecycle_facts(plan, selected, existing, inactive, it_deleting, acceleratable)
@@ -214,7 +213,6 @@ class QueueBuilder:
         ``markers``), so that the next render, which sees only the objects, can tell them from an
         admin's hold."""
         markers = self.rules.lifecycle_markers
-        assert markers is not None
         annotations = (existing.metadata.annotations or {}) if existing else {}
         current = existing.spec.stopPolicy if existing else ""
         marked = any(m in annotations for m in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold))
@@ -238,7 +236,6 @@ class QueueBuilder:
         """The policy a drain records for the restore: the first save rule that holds (rules/lifecycle.yaml
         ``save``) names it and may add markers; with no rule, the queue's current policy."""
         markers = self.rules.lifecycle_markers
-        assert markers is not None
         for rule in self.rules.lifecycle_save:
             if rule.when(facts, self.settings):
                 annotations.update(rule.annotations)

@@ -116,7 +116,6 @@ class PinResult:
 
 def pin_keys(rules: Rules, group: str) -> tuple[str, str]:
     """The two node label keys of ``group``: the fit-label formats of rules/capacity.yaml."""
-    assert rules.fit_sliced_label is not None and rules.fit_shared_label is not None
     return rules.fit_sliced_label.render({"aKey": group}), rules.fit_shared_label.render({"aKey": group})
 
 
@@ -187,7 +186,6 @@ def pin_workload(workload: WorkloadInput, rules: Rules, chain: QueueChain, setti
     if not queue:
         result.note = "no spec.queueName, so not an operator queue"
         return result
-    assert rules.local_queue_pattern is not None and rules.workload_fit_when is not None and rules.vocabulary
     if not rules.local_queue_pattern.match(queue):  # named by Naming localQueue: an operator queue
         result.note = f"queue {queue} is not an operator queue"
         return result

@@ -29,9 +29,6 @@ class ResourceClassifier:
     """Resource name → class, built once from the rules."""
 
     def __init__(self, rules: Rules) -> None:
-        assert rules.pin_sliced_card and rules.pin_sliced_units and rules.pin_shared_cards, \
-            "rules without Capacity workloadFit"
-        assert rules.vocabulary is not None
         self.worker_group = rules.vocabulary.workerApiGroup  # the operator's kinds (not Workloads) are in it
         self._exact: dict[str, str] = {}
         self._prefixes: list[tuple[str, str]] = []
