@@ -88,11 +88,10 @@ class NodeEvaluator:
                     max_length = self.rules.id_prefix_max_length[i](manu=manu)
                     id_prefix = self.names.normalize(raw, manu, max(max_length, 0), source.stripCruft)
                     if steps is not None:
-                        after = self.names.cruft_trace(raw)[-1:] if source.stripCruft else []
+                        cruft = self.names.cruft_trace(raw) if source.stripCruft else []  # type: ignore[union-attr]
                         steps.append({"step": f"idPrefix[{i}]", "applies": True, "value": id_prefix, "input": raw,
-                                      "cruft": self.names.cruft_trace(raw) if source.stripCruft else [],
-                                      "afterCruft": after[0] if after else raw, "afterCharacterPass": id_prefix,
-                                      "maxLength": max(max_length, 0)})
+                                      "cruft": cruft, "afterCruft": cruft[-1] if cruft else raw,
+                                      "afterCharacterPass": id_prefix, "maxLength": max(max_length, 0)})
                     break
                 if steps is not None:
                     steps.append({"step": f"idPrefix[{i}]", "applies": False, "input": raw})

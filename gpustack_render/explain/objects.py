@@ -316,7 +316,7 @@ def _stop_lines(x: Explainer, queue: ClusterQueuePlan) -> list[tuple[str, list[s
         return [("stopPolicy None: no lifecycle rule applied", [])]
     text = f"stopPolicy {decision.result} by lifecycle rule '{decision.input('rule')}' ({_clean(decision.origin)})"
     verdict = decision.verdict
-    lines = [(text, [])]
+    lines: list[tuple[str, list[str]]] = [(text, [])]
     if verdict is not None and verdict.leaves:
         lines.append((f"when {verdict.text} holds: " + ", ".join(f"{leaf.text} ({show(leaf.read)})"
                                                                for leaf in verdict.leaves), []))
@@ -328,13 +328,7 @@ def _stop_lines(x: Explainer, queue: ClusterQueuePlan) -> list[tuple[str, list[s
 
 def _stop_reason(x: Explainer, queue: ClusterQueuePlan) -> str:
     """The stop-policy decision in one line (a drain adds what it saves for the restore)."""
-    subject = f"ClusterQueue/{queue.name}"
-    decision = x.decision(subject, "lifecycle")
-    if decision is None:
-        return "stopPolicy None: no lifecycle rule applied"
-    text = f"stopPolicy {decision.result} by lifecycle rule '{decision.input('rule')}' ({_clean(decision.origin)})"
-    save = x.decision(subject, "lifecycle.save")
-    return text + (f"; saves {save.result} by save rule {_clean(save.steps[0])}" if save is not None else "")
+    return "; ".join(line for line, _ in _stop_lines(x, queue) if not line.startswith("when "))
 
 
 def _clean(text: str) -> str:
