@@ -18,7 +18,7 @@ import math
 import re
 from fractions import Fraction
 from functools import lru_cache, reduce
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Mapping
 
 __all__ = [
     "QuantityError",
@@ -230,6 +230,13 @@ def valid_label_value(value: str) -> bool:
 # Object identity and field paths
 
 Key = tuple[str, str, str, str]  # (API group, kind, namespace, name)
+
+
+def mapping_field(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``obj[key]`` when it is a mapping, else an empty one: readers of manifests are lenient (a
+    field of the wrong type is validation's to report), and typed callers need a mapping either way."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def identity(obj: dict[str, Any]) -> Key:

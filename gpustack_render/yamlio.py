@@ -11,7 +11,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import yaml
@@ -372,7 +372,8 @@ def _yaml11_float(text: str) -> float:
 
 
 _JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_yaml11_float)
-_scan_string = json.decoder.scanstring
+# The C string scanner json.decoder itself uses; typeshed leaves it out of json.decoder's stub.
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _plain_ok(text: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from gpustack_render.diff import DiffPolicy
 from gpustack_render.views.graph import queue_quota
-from gpustack_render.k8s import Key, identity
+from gpustack_render.k8s import Key, identity, mapping_field
 
 QUEUE_KIND = "ClusterQueue"
 FLAVOR_KIND = "ResourceFlavor"
@@ -82,14 +82,14 @@ def _of_kind(objects: Iterable[dict[str, Any]], kind: str) -> dict[Key, dict[str
 def _selectors(objects: Iterable[dict[str, Any]]) -> dict[str, Labels]:
     out: dict[str, Labels] = {}
     for key, flavor in _of_kind(objects, FLAVOR_KIND).items():
-        spec = flavor.get("spec") if isinstance(flavor.get("spec"), dict) else {}
+        spec = mapping_field(flavor, "spec")
         labels = spec.get("nodeLabels")
         out[key[3]] = labels if isinstance(labels, dict) else {}
     return out
 
 
 def _groups(queue: Mapping[str, Any]) -> list[dict[str, Any]]:
-    spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
+    spec = mapping_field(queue, "spec")
     groups = spec.get("resourceGroups")
     return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
 
@@ -108,7 +108,7 @@ def _side(queue: Mapping[str, Any] | None, nodes: NodeCounter, default_stop: str
     if queue is None:
         return None
     flavors = queue_flavors(queue)
-    spec = queue.get("spec") if isinstance(queue.get("spec"), dict) else {}
+    spec = mapping_field(queue, "spec")
     return PoolSide(nodes.count(flavors), tuple(sorted(set(flavors))), queue_quota(dict(queue)),
                     str(spec.get(STOP_POLICY[1], default_stop)))
 
@@ -123,7 +123,7 @@ class PoolComparison:
 
 
 def labels_before(nodes: Mapping[str, Labels], converged: Mapping[str, Labels], node_features: Iterable[Any],
-                  current: Iterable[dict[str, Any]]) -> dict[str, Labels]:
+                  current: Iterable[dict[str, Any]]) -> dict[str, dict[str, str]]:
     """Each Node's labels as the *current* objects leave them: the snapshot's labels, plus what the
     worker sets on a Node directly (converged labels that come from neither the snapshot nor the
     desired NodeFeature, e.g. a computed topology profile), plus the current NodeFeature's
@@ -142,9 +142,9 @@ def labels_before(nodes: Mapping[str, Labels], converged: Mapping[str, Labels], 
     for obj in current:
         meta = obj.get("metadata") or {}
         nf = plan.get((meta.get("namespace") or "", meta.get("name") or ""))
-        labels = (obj.get("spec") or {}).get("labels")
-        if obj.get("kind") == "NodeFeature" and nf is not None and nf.node in out and isinstance(labels, dict):
-            out[nf.node].update({str(k): str(v) for k, v in labels.items()})
+        nf_labels = (obj.get("spec") or {}).get("labels")
+        if obj.get("kind") == "NodeFeature" and nf is not None and nf.node in out and isinstance(nf_labels, dict):
+            out[nf.node].update({str(k): str(v) for k, v in nf_labels.items()})
     return out
 
 

@@ -87,7 +87,9 @@ def _cell(text: str) -> str:
 
 def _pair(before: str | None, after: str | None) -> str:
     """``before → after``, or the one value when it stays; ``—`` for a side without the pool."""
-    return _cell(before if before == after else f"{before or '—'} → {after or '—'}")
+    if before is not None and before == after:
+        return _cell(before)
+    return _cell(f"{before or '—'} → {after or '—'}")
 
 
 def _flavors_cell(before: PoolSide | None, after: PoolSide | None) -> str:

@@ -54,8 +54,8 @@ class QueueChain:
                 labels = meta.get("labels") if isinstance(meta, dict) else None
                 chain.cluster_queues.setdefault(name, labels if isinstance(labels, dict) else {})
         for types in (snapshot.instance_types, snapshot.deleted_instance_types):
-            for name, it in sorted(types.items()):
-                chain.instance_types.setdefault(name, it.spec.acceleratorGroup)
+            for name, existing in sorted(types.items()):
+                chain.instance_types.setdefault(name, existing.spec.acceleratorGroup)
         return chain
 
     def resolve(self, namespace: str, queue: str, queue_type: tuple[str, str],

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.k8s import field_path
+from gpustack_render.k8s import field_path, mapping_field
 from gpustack_render.pin.demand import (Container, Demand, Loc, Report, ResourceClassifier, merge_resources,
                                         podset_demand)
 from gpustack_render.snapshot import RAW_ONLY_KINDS, locate_line, read_documents
@@ -112,7 +112,7 @@ def _snapshot_file(objects: list[Any], snapshot_kinds: frozenset[tuple[str, str]
 
 
 def _label(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = mapping_field(obj, "metadata")
     kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj.get("kind") else "<no kind>"
     name, namespace = meta.get("name"), meta.get("namespace")
     name = name if isinstance(name, str) and name else "<no name>"

@@ -17,7 +17,7 @@ from jinja2 import FileSystemLoader, StrictUndefined, Template, TemplateError, T
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
-from gpustack_render.k8s import identity
+from gpustack_render.k8s import identity, mapping_field
 from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.sandbox import BoundedSandbox, time_budget
@@ -82,7 +82,7 @@ class Renderer:
 
     def render_plan(self, plan: Plan) -> list[dict[str, Any]]:
         """Every rendered object, ordered by kind, then namespace, then name."""
-        sources = {"NodeFeature": plan.node_features, "Topology": plan.topologies,
+        sources: dict[str, Sequence[Any]] = {"NodeFeature": plan.node_features, "Topology": plan.topologies,
                    "AdmissionCheck": plan.admission_checks, "ResourceFlavor": plan.flavors,
                    "InstanceType": plan.instance_types, "ClusterQueue": plan.cluster_queues,
                    "LocalQueue": plan.local_queues}
@@ -125,8 +125,8 @@ def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> lis
     """A rendered object keeps its kind, has an apiVersion and a name, and carries a namespace
     exactly when its plan item has one (namespaced kinds): a cluster-scoped object with a namespace,
     or a namespaced one without, is applied somewhere else than the render means."""
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
+    meta = mapping_field(obj, "metadata")
+    name = meta.get("name")
     label = f"{kind}/{getattr(item, 'name', '?')}"
     if obj.get("kind") != kind:
         return [Problem(f"the template renders kind {obj.get('kind')!r}; it must render {kind}", file=path,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from gpustack_render.k8s import mapping_field
 from gpustack_render.rules import KindMetadata
 
 SECTIONS = ("labels", "annotations")
@@ -30,8 +31,7 @@ def _with_metadata(obj: dict[str, Any], meta: KindMetadata) -> dict[str, Any]:
         extra = _extra(meta, section)
         if not extra:
             continue
-        current = metadata.get(section) if isinstance(metadata.get(section), dict) else {}
-        merged = dict(current)
+        merged = dict(mapping_field(metadata, section))
         for key, value in extra:
             merged.setdefault(key, value)
         metadata[section] = dict(sorted(merged.items()))
@@ -54,11 +54,11 @@ def overridden_keys(objects: list[dict[str, Any]], output: Mapping[str, KindMeta
     found = []
     for obj in objects:
         meta = output.get(str(obj.get("kind")))
-        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        metadata = mapping_field(obj, "metadata")
         if not meta:
             continue
         for section in SECTIONS:
-            current = metadata.get(section) if isinstance(metadata.get(section), dict) else {}
+            current = mapping_field(metadata, section)
             for key, value in _extra(meta, section):
                 if key in current and current[key] != value:
                     found.append(f"{obj.get('kind')}/{metadata.get('name')}: metadata.{section}.{key}: the template "

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Problem, UserError
@@ -118,7 +119,9 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
     """(group, kind, namespace, name), or a message saying what is missing."""
     api, kind, meta = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        meta = {}  # no metadata mapping: no name, reported below
+    name = meta.get("name")
     if not isinstance(api, str) or not api or not isinstance(kind, str) or not kind:
         return "document without apiVersion/kind"
     if not isinstance(name, str) or not name:
@@ -132,7 +135,7 @@ def _object_label(kind: str, namespace: str, name: str) -> str:
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: ErrorDetails) -> str:
     kind, value = error["type"], error.get("input")
     if kind == "missing":
         return "required field is missing"
@@ -148,7 +151,7 @@ def _message(error: dict[str, Any]) -> str:
     return error["msg"].lower()
 
 
-_COMPOSED: dict[str, dict[tuple[str, str], Any]] = {}
+_COMPOSED: dict[str, dict[tuple[str, str], yaml.Node]] = {}
 
 
 def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | None:
@@ -169,16 +172,16 @@ def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | 
             return None
         stack = [r for r in roots if r is not None]
         while stack:
-            node = stack.pop()
-            if isinstance(node, yaml.MappingNode):
-                fields = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+            current = stack.pop()
+            if isinstance(current, yaml.MappingNode):
+                fields = {k.value: v for k, v in current.value if isinstance(k, yaml.ScalarNode)}
                 meta = fields.get("metadata")
                 kind_node = fields.get("kind")
                 if isinstance(kind_node, yaml.ScalarNode) and isinstance(meta, yaml.MappingNode):
                     meta_fields = {k.value: v for k, v in meta.value if isinstance(k, yaml.ScalarNode)}
                     name_node = meta_fields.get("name")
                     if isinstance(name_node, yaml.ScalarNode):
-                        index[(kind_node.value, name_node.value)] = node
+                        index[(kind_node.value, name_node.value)] = current
                 items = fields.get("items")
                 if isinstance(items, yaml.SequenceNode):
                     stack.extend(items.value)

@@ -350,10 +350,11 @@ _Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class _Struct(msgspec.Struct, frozen=True):
-    pass
+    """The base of the fast structs. msgspec inherits ``frozen``, but type checkers read each class
+    on its own (dataclass_transform), so every subclass restates ``frozen=True``."""
 
 
-class FastMeta(_Struct):
+class FastMeta(_Struct, frozen=True):
     name: _Name
     namespace: str = ""
     labels: dict[str, str] | None = None  # a value of another type: pydantic coerces it
@@ -361,7 +362,7 @@ class FastMeta(_Struct):
     deletionTimestamp: Any = None
 
 
-class FastNodeStatus(_Struct):
+class FastNodeStatus(_Struct, frozen=True):
     capacity: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -369,47 +370,47 @@ class FastNodeStatus(_Struct):
             _fix(self, "capacity", _quantities)
 
 
-class FastNode(_Struct):
+class FastNode(_Struct, frozen=True):
     metadata: FastMeta
     status: FastNodeStatus = msgspec.field(default_factory=FastNodeStatus)
 
 
-class FastSlicedDetailLogical(_Struct):
+class FastSlicedDetailLogical(_Struct, frozen=True):
     count: int = 0
     coresPercentageOvercommit: bool | None = None
 
 
-class FastSlicedDetail(_Struct):
+class FastSlicedDetail(_Struct, frozen=True):
     logical: FastSlicedDetailLogical | None = None
 
 
-class FastLogicalSliced(_Struct):
+class FastLogicalSliced(_Struct, frozen=True):
     count: int = 0
     coresPercentageOvercommit: bool = False
 
 
-class FastStaticProfile(_Struct):
+class FastStaticProfile(_Struct, frozen=True):
     name: str
     count: int = 0
 
 
-class FastPhysicalSliced(_Struct):
+class FastPhysicalSliced(_Struct, frozen=True):
     count: int = 0
     profiles: list[FastStaticProfile] = msgspec.field(default_factory=list)
 
 
-class FastAcceleratorStatus(_Struct):
+class FastAcceleratorStatus(_Struct, frozen=True):
     logicalSliced: FastLogicalSliced | None = None
     physicalSliced: FastPhysicalSliced | None = None
 
 
-class FastAccelerator(_Struct):
+class FastAccelerator(_Struct, frozen=True):
     id: _Name
     index: int | None = None
     status: FastAcceleratorStatus = msgspec.field(default_factory=FastAcceleratorStatus)
 
 
-class FastDeviceGroup(_Struct):
+class FastDeviceGroup(_Struct, frozen=True):
     id: _Name
     manufacturer: _Name
     name: str = ""
@@ -417,12 +418,12 @@ class FastDeviceGroup(_Struct):
     accelerators: list[FastAccelerator] = msgspec.field(default_factory=list)
 
 
-class FastProfileCount(_Struct):
+class FastProfileCount(_Struct, frozen=True):
     name: str
     count: int = 0
 
 
-class FastLedgerAccelerator(_Struct):
+class FastLedgerAccelerator(_Struct, frozen=True):
     id: _Name
     mode: int | str = 0
     allocated: int = 0
@@ -436,31 +437,31 @@ class FastLedgerAccelerator(_Struct):
             _fix(self, "mode", _mode)
 
 
-class FastLedgerGroup(_Struct):
+class FastLedgerGroup(_Struct, frozen=True):
     id: _Name
     manufacturer: _Name
     accelerators: list[FastLedgerAccelerator] = msgspec.field(default_factory=list)
 
 
-class FastDevicesSpec(_Struct):
+class FastDevicesSpec(_Struct, frozen=True):
     groups: list[FastDeviceGroup] = msgspec.field(default_factory=list)
 
 
-class FastDevicesStatus(_Struct):
+class FastDevicesStatus(_Struct, frozen=True):
     groups: list[FastLedgerGroup] = msgspec.field(default_factory=list)
 
 
-class FastDevices(_Struct):
+class FastDevices(_Struct, frozen=True):
     metadata: FastMeta
     spec: FastDevicesSpec = msgspec.field(default_factory=FastDevicesSpec)
     status: FastDevicesStatus = msgspec.field(default_factory=FastDevicesStatus)
 
 
-class FastNamespaceStatus(_Struct):
+class FastNamespaceStatus(_Struct, frozen=True):
     phase: str = ""
 
 
-class FastNamespace(_Struct):
+class FastNamespace(_Struct, frozen=True):
     metadata: FastMeta
     status: FastNamespaceStatus = msgspec.field(default_factory=FastNamespaceStatus)
 

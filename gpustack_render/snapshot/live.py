@@ -370,7 +370,8 @@ class Capture:
                 return items
 
     def _fetch(self, res: Resource, token: str | None) -> Any:
-        options = {"limit": self.page_size, "_continue": token, "_preload_content": False,
+        # One set of keyword options for calls of different signatures: typed loosely on purpose.
+        options: dict[str, Any] = {"limit": self.page_size, "_continue": token, "_preload_content": False,
                    "_request_timeout": (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)}
         if not res.group:
             return getattr(self.core, f"list_{'node' if res.kind == 'Node' else 'namespace'}")(**options)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 from gpustack_render.validate.crd_schema import BLOCKING_VALIDATORS, Crds, describe
-from gpustack_render.k8s import dns_label, dns_subdomain, field_path, identity, label, label_value, qualified_name
+from gpustack_render.k8s import (dns_label, dns_subdomain, field_path, identity, label, label_value, mapping_field,
+                                  qualified_name)
 
 KUEUE = "kueue.x-k8s.io"
 MAX_ANNOTATIONS_BYTES = 256 * 1024  # TotalAnnotationSizeLimitB in apimachinery
@@ -48,7 +49,7 @@ def _label_map(path: list[Any], labels: Any) -> Iterator[Issue]:
 
 
 def metadata_issues(obj: dict[str, Any]) -> Iterator[Issue]:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = mapping_field(obj, "metadata")
     kind, name = str(obj.get("kind") or ""), str(meta.get("name") or "")
     message = (dns_label if kind in LABEL_NAMED_KINDS else dns_subdomain)(name)
     if message:
@@ -72,7 +73,7 @@ def metadata_issues(obj: dict[str, Any]) -> Iterator[Issue]:
         yield ["metadata", "annotations"], "must be a map of strings"
     if kind in SPEC_LABEL_MAPS:
         path = list(SPEC_LABEL_MAPS[kind])
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = mapping_field(obj, "spec")
         yield from _label_map(path, spec.get(path[1]))
 
 
@@ -86,7 +87,7 @@ def kueue_issues(obj: dict[str, Any]) -> Iterator[Issue]:
     group, kind = identity(obj)[:2]
     if group != KUEUE or kind != "ClusterQueue":
         return
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = mapping_field(obj, "spec")
     for i, rg in enumerate(_items(spec.get("resourceGroups"))):
         rg = rg if isinstance(rg, dict) else {}
         covered = _items(rg.get("coveredResources"))

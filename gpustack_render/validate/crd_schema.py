@@ -153,7 +153,8 @@ def load_crd_dir(path: Path) -> Crds:
             problems.extend(err.problems)
             continue
         for doc in docs:
-            items = doc.get("items") if isinstance(doc, dict) and isinstance(doc.get("items"), list) else [doc]
+            listed = doc.get("items") if isinstance(doc, dict) else None
+            items = listed if isinstance(listed, list) else [doc]
             for item in items:
                 if isinstance(item, dict) and item.get("kind") == "CustomResourceDefinition":
                     try:
