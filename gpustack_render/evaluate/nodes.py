@@ -124,6 +124,10 @@ class NodeEvaluator:
         gkey = self._derive_gkey(self._gkey_key(labels, annotations), steps)
         recorder.record(subject, Decision("gKey", gkey, "Normalisation:gKey", origins.get("Normalisation:gKey", ""),
                                           steps=tuple(steps)))
+        rejected: list[tuple[str, str]] = []
+        akeys = self.akeys(labels, rejected)
+        recorder.record(subject, Decision("aKeys", akeys, "Normalisation:aKey", origins.get("Normalisation:aKey", ""),
+                                          tuple((key, (why, labels[key])) for key, why in sorted(rejected))))
         grouping = self.rules.models.get("Grouping")
         if grouping is None:
             return
@@ -137,7 +141,10 @@ class NodeEvaluator:
             "cpuOnly", None, "Grouping:cpuOnlyLabel.when", origins.get("Grouping:cpuOnlyLabel.when", ""),
             verdict=compile_verdict(when)(facts, self.settings) if when is not None else None))
 
-    def akeys(self, labels: Mapping[str, str]) -> list[str]:
+    def akeys(self, labels: Mapping[str, str], rejected: list[tuple[str, str]] | None = None) -> list[str]:
+        """The Node's aKeys. ``rejected`` (only when recording, for ``explain``) receives each other
+        label under the aKey prefix with why it is not one: ``value``, ``no-dash``, ``manufacturer``
+        or ``slash``."""
         prefix, plen = self._akey_prefix, len(self._akey_prefix)
         found = []
         for key, value in labels.items():
@@ -146,6 +153,11 @@ class NodeEvaluator:
                 manu, dash, _ = rest.partition("-")
                 if dash and manu in self._manufacturers and "/" not in rest:
                     found.append(rest)
+                elif rejected is not None:
+                    rejected.append((key, "no-dash" if not dash else "manufacturer" if manu not in self._manufacturers
+                                     else "slash"))
+            elif rejected is not None and key.startswith(prefix):
+                rejected.append((key, "value"))
         return sorted(found)
 
     def evaluate(self, node: inputs.Node, problems: list[Problem]) -> NodeFacts:

@@ -185,28 +185,18 @@ def _akeys_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
     for akey in facts.akeys:
         section.add(f"{akey}: label {prefix}{akey}={show(want)}, manufacturer {akey.split('-', 1)[0]} is known",
                     origin, x.manufacturer(akey.split("-", 1)[0]))
-    accepted = tuple(f"{prefix}{a}." for a in facts.akeys)
+    recorded = x.decision(f"Node/{facts.name}", "aKeys")
     labels = node.metadata.labels or {}
-    for key, value in sorted(labels.items()):
-        if not key.startswith(prefix) or key.startswith(accepted):
-            continue
+    accepted = tuple(f"{prefix}{a}." for a in facts.akeys)
+    for key, (code, value) in recorded.inputs if recorded is not None else ():
         rest = key[len(prefix):]
-        if any(rest.startswith(other[len(prefix):] + ".") for other in labels
-               if other.startswith(prefix) and other != key):
+        if key.startswith(accepted) or any(rest.startswith(other[len(prefix):] + ".") for other in labels
+                                           if other.startswith(prefix) and other != key):
             continue  # an attribute (.count, .product, ...) of a model label listed on its own
-        manu, dash, _ = rest.partition("-")
-        if rest in facts.akeys:
-            continue
-        if value != want:
-            why = f"value {show(value)} is not {show(want)}"
-        elif not dash:
-            why = "no '-' (a manufacturer-wide label, not a model)"
-        elif manu not in x.rules.manufacturers:
-            why = f"{show(manu)} is not a known manufacturer"
-        elif "/" in rest:
-            why = "contains '/'"
-        else:
-            why = "not an aKey"
+        why = {"value": f"value {show(value)} is not {show(want)}",
+               "no-dash": "no '-' (a manufacturer-wide label, not a model)",
+               "manufacturer": f"{show(rest.partition('-')[0])} is not a known manufacturer",
+               "slash": "contains '/'"}[code]
         section.add(f"{key} is not an aKey: {why}", origin)
 
 
