@@ -15,15 +15,16 @@ from gpustack_render.rules import schema
 from gpustack_render.rules.compile import compile_rules
 from gpustack_render.rules.model import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL,
                                          QUOTA_VARIABLES, AdmissionCheckRule, CapacityFamilyRule, FlavorKind,
-                                         KindMetadata, LifecycleWarningRule, ManufacturerRule, PresetEntry,
-                                         PresetTier, QuotaRule, Rules, SavedStopPolicyRule, StopPolicyRule)
+                                         KindMetadata, LifecycleMarkers, LifecycleWarningRule, ManufacturerRule,
+                                         PresetEntry, PresetTier, QuotaRule, Rules, SavedStopPolicyRule,
+                                         StopPolicyRule)
 from gpustack_render.rules.read import Document, default_document, position, read_documents, rule_error, validate
 from gpustack_render.rules.resources import default_rules_dir
 
 __all__ = ["ACCEL_FLAVOR_FIELDS", "CAPACITY_VARIABLES", "CPU_FLAVOR_FIELDS", "HOSTNAME_LEVEL", "QUOTA_VARIABLES",
-           "AdmissionCheckRule", "CapacityFamilyRule", "FlavorKind", "KindMetadata", "LifecycleWarningRule",
-           "ManufacturerRule", "PresetEntry", "PresetTier", "QuotaRule", "Rules", "SavedStopPolicyRule",
-           "StopPolicyRule", "load_rules"]
+           "AdmissionCheckRule", "CapacityFamilyRule", "FlavorKind", "KindMetadata", "LifecycleMarkers",
+           "LifecycleWarningRule", "ManufacturerRule", "PresetEntry", "PresetTier", "QuotaRule", "Rules",
+           "SavedStopPolicyRule", "StopPolicyRule", "load_rules"]
 
 
 def load_rules(rules_dir: Path | None = None) -> Rules:

@@ -191,14 +191,17 @@ def _families(c: Compiler, capacity: schema.CapacityRules, m: int) -> tuple[Capa
         if fam.name in [other.name for other in capacity.families[:i]]:
             c.fail("Capacity", loc + ("name",), f"duplicate capacity family name '{fam.name}'")
         pool = c.fmt("Capacity", loc + ("pool",), fam.pool, {"base"})
-        keys = tuple((c.fmt("Capacity", loc + ("keys", j, "key"), k.key, {"base"}),
-                      c.arithmetic("Capacity", loc + ("keys", j, "value"), k.value, CAPACITY_VARIABLES,
-                                   capacity_samples(m)))
-                     for j, k in enumerate(fam.keys))
+        keys = [(c.fmt("Capacity", loc + ("keys", j, "key"), k.key, {"base"}),
+                 c.arithmetic("Capacity", loc + ("keys", j, "value"), k.value, CAPACITY_VARIABLES,
+                              capacity_samples(m)))
+                for j, k in enumerate(fam.keys)]
         profile_key = c.fmt("Capacity", loc + ("profileKey",), fam.profileKey, {"base", "kind", "profile"}) \
             if fam.profileKey else None
-        families.append(CapacityFamilyRule(fam.name, fam.population, pool, fam.requiresPartitionKind,  # type: ignore[arg-type]
-                                           keys, profile_key))  # type: ignore[arg-type]
+        compiled_keys = tuple((key, value) for key, value in keys if key is not None and value is not None)
+        if pool is None or len(compiled_keys) != len(keys) or (fam.profileKey and profile_key is None):
+            continue  # its problems are reported: no Rules are made
+        families.append(CapacityFamilyRule(fam.name, fam.population, pool, fam.requiresPartitionKind,
+                                           compiled_keys, profile_key))
     return tuple(families)
 
 

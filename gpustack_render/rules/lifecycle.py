@@ -8,21 +8,22 @@ from typing import Any
 from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler, Loc
 from gpustack_render.rules.expressions import always
-from gpustack_render.rules.model import LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule
+from gpustack_render.rules.model import LifecycleMarkers, LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledLifecycle:
-    """rules/lifecycle.yaml compiled (the markers are plain key names, kept as written)."""
+    """rules/lifecycle.yaml compiled."""
     stop_policy: tuple[StopPolicyRule, ...]
     save: tuple[SavedStopPolicyRule, ...]
     warnings: tuple[LifecycleWarningRule, ...]
-    markers: schema.LifecycleMarkers
+    markers: LifecycleMarkers
 
 
 def compile_lifecycle(c: Compiler, lifecycle: schema.LifecycleRules) -> CompiledLifecycle:
+    m = lifecycle.markers
     return CompiledLifecycle(_stop_policy(c, lifecycle), _save(c, lifecycle), _warnings(c, lifecycle),
-                             lifecycle.markers)
+                             LifecycleMarkers(m.emptyPlanHold, m.savedStopPolicy, m.savedWhenUnset, m.inactiveHold))
 
 
 def _stop_policy(c: Compiler, lifecycle: schema.LifecycleRules) -> tuple[StopPolicyRule, ...]:

@@ -98,6 +98,16 @@ class LifecycleWarningRule:
 
 
 @dataclass(frozen=True, slots=True)
+class LifecycleMarkers:
+    """The annotation keys the renderer marks its own holds with (rules/lifecycle.yaml ``markers``);
+    the fields are named as the rule file names them, so ``mark: [name]`` and the code agree."""
+    emptyPlanHold: str
+    savedStopPolicy: str
+    savedWhenUnset: str
+    inactiveHold: str
+
+
+@dataclass(frozen=True, slots=True)
 class KindMetadata:
     """``rules/output.yaml`` compiled: what :func:`gpustack_render.render.output_meta.apply_output_metadata`
     adds to every rendered object of one kind, each map sorted by key."""
@@ -150,7 +160,7 @@ class Rules:
     lifecycle: tuple[StopPolicyRule, ...]
     lifecycle_warnings: tuple[LifecycleWarningRule, ...]
     lifecycle_save: tuple[SavedStopPolicyRule, ...]
-    lifecycle_markers: schema.LifecycleMarkers
+    lifecycle_markers: LifecycleMarkers
     origins: Mapping[str, str]                # "Kind:path" → file:line (explain)
     models: Mapping[str, Any]                 # kind → validated model (explain)
     diff: schema.DiffRules                    # rules/diff.yaml, checked by compile.check_diff
