@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpustack_render.errors import Problem, UserError
+from gpustack_render.errors import Problem
 from gpustack_render.rules import schema
 from gpustack_render.rules.compile import compile_rules
 from gpustack_render.rules.model import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL,
