@@ -21,11 +21,13 @@ from ruamel.yaml.resolver import implicit_resolvers as _ruamel_implicit_resolver
 
 from gpustack_render.errors import Problem, UserError
 
+# libyaml's classes when PyYAML has them, chosen at run time: typed Any so they can be base classes
+# (the stubs type the C and Python classes apart).
 _CLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class BulkLoader(_CLoader):  # type: ignore[misc, valid-type]
+class BulkLoader(_CLoader):
     """libyaml safe loader that keeps timestamps as the strings kubectl printed."""
 
 
@@ -76,7 +78,7 @@ def read_as_non_string(value: str) -> bool:
     return bool(value) and value[0] in _GO_NUMBER_START and bool(_GO_NUMBER.fullmatch(value.replace("_", "")))
 
 
-class StreamDumper(_CDumper):  # type: ignore[misc, valid-type]
+class StreamDumper(_CDumper):
     """libyaml dumper; key order is decided by the caller, never re-sorted here. Strings that any
     reader would take for another type are quoted (see :func:`read_as_non_string`)."""
 

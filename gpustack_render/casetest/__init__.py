@@ -412,7 +412,8 @@ def parse_stdout(command: str, stdout: str) -> list[Any]:
             problems.append(f"unexpected top-level field(s) {', '.join(extra)}")
         if problems:
             raise OutputError("stdout List wrapper: " + "; ".join(problems))
-        return data["items"]
+        items: list[Any] = data["items"]  # a list: checked above
+        return items
     if not isinstance(data, list):
         raise OutputError(f"stdout is not a JSON array but a {type(data).__name__}")
     return data
@@ -543,7 +544,7 @@ def _same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
+    return bool(a == b)
 
 
 def _join(path: str, key: Any) -> str:

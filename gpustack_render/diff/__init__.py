@@ -150,7 +150,7 @@ class DiffPolicy:
         """The desired object without the always-ignored fields (a render has none: no copy then)."""
         if all(_get(obj, p) is _MISSING for p in self.always):
             return obj
-        out = _copy(obj)
+        out: dict[str, Any] = _copy(obj)
         for path in self.always:
             _pop(out, path, None)
         return out
