@@ -163,7 +163,9 @@ def test_unchanged_copy_renders_identically(tmp_path: Path) -> None:
 
 def test_flavor_name_format_renames_flavors_and_queue_references_only(tmp_path: Path) -> None:
     rules = copy_rules(tmp_path)
-    cpu_fmt, acc_fmt = "rf-{gKey}-{count}c-{profile}", "rf-{gKey}--{aKey}-{count}d-{profile}"
+    # every field of the grouping key stays (lint refuses a format that drops one); only the words move
+    cpu_fmt = "rf-{gKey}-{count}c-{os}-{arch}-{profile}"
+    acc_fmt = "rf-{gKey}--{aKey}-{count}d-{os}-{arch}-{profile}"
 
     def change(data: Any) -> None:
         data["resourceFlavor"]["cpu"] = cpu_fmt
@@ -177,13 +179,14 @@ def test_flavor_name_format_renames_flavors_and_queue_references_only(tmp_path: 
     for flavor in of_kind(base, "ResourceFlavor"):
         notes, labels = flavor["metadata"]["annotations"], flavor["metadata"]["labels"]
         gkey, profile = notes["note.gpustack.ai/generalGroup"], labels[PROFILE_LABEL]
+        os_, arch = labels["kubernetes.io/os"], labels["kubernetes.io/arch"]
         if flavor_is_accelerated(flavor):
             akey = notes["note.gpustack.ai/acceleratorGroup"]
             count = labels[f"{ACCEL}{akey}.count"]
-            new = acc_fmt.format(gKey=gkey, aKey=akey, count=count, profile=profile)
+            new = acc_fmt.format(gKey=gkey, aKey=akey, count=count, profile=profile, os=os_, arch=arch)
         else:
             count = labels[f"{GENERAL}{gkey}.count"]
-            new = cpu_fmt.format(gKey=gkey, count=count, profile=profile)
+            new = cpu_fmt.format(gKey=gkey, count=count, profile=profile, os=os_, arch=arch)
         rename[flavor["metadata"]["name"]] = new
         counts[new] = int(count)
     assert rename and len(set(rename.values())) == len(rename), "the new format must keep flavors apart"
