@@ -155,10 +155,10 @@ class QueueBuilder:
             if len(both) >= 2:
                 return (f"OverlappingSelectors: Node {min(nodes)} matches flavors {both[0]} and {both[1]}")
         for flavor in selected:
-            matched = len(self.matcher.matches.get(flavor.name, []))
-            if matched * flavor.count != flavor.capacity:
+            nodes_matched = len(self.matcher.matches.get(flavor.name, []))
+            if nodes_matched * flavor.count != flavor.capacity:
                 return (f"NonConservedQuota: flavor {flavor.name} has capacity {flavor.capacity} but "
-                        f"{matched} managed Node(s) x {flavor.count} match its nodeLabels")
+                        f"{nodes_matched} managed Node(s) x {flavor.count} match its nodeLabels")
         return None
 
     def _lifecycle(self, plan: ClusterQueuePlan, selected: list[FlavorPlan], existing: inputs.ClusterQueue | None,
@@ -221,11 +221,11 @@ class QueueBuilder:
             "queueDeleting": bool(existing and existing.metadata.deletionTimestamp is not None),
             "instanceTypeDeleting": it_deleting, "inactive": inactive, "noFlavors": not selected,
             "hasGroups": bool(plan.flavors or plan.kept_resource_groups),
-            "carriesQuota": bool(existing) and any(r.nominalQuota > 0 for g in existing.spec.resourceGroups
+            "carriesQuota": existing is not None and any(r.nominalQuota > 0 for g in existing.spec.resourceGroups
                                                    for f in g.flavors for r in f.resources),
             "currentStopPolicy": current, "drained": current == "HoldAndDrain",
             "adminStopped": current in ("Hold", "HoldAndDrain") and not marked,
-            "hasWorkloads": bool(existing) and (existing.status.reservingWorkloads > 0
+            "hasWorkloads": existing is not None and (existing.status.reservingWorkloads > 0
                                                 or existing.status.admittedWorkloads > 0),
             "savedStopPolicy": annotations.get(markers.savedStopPolicy, ""), "acceleratable": acceleratable,
             "inactiveHeld": markers.inactiveHold in annotations, "planRefused": bool(plan.refusal),

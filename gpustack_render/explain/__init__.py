@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.explain.base import Context, Explainer, Report
@@ -129,17 +129,17 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
             _not_found(target, kind, f"{namespace}/{name}", {f"{ns}/{n}" for ns, n in items},
                        "not rendered from this snapshot")
         return objects.explain_local_queue(x, item)
-    sources = {"ResourceFlavor": plan.flavors, "ClusterQueue": plan.cluster_queues,
-               "NodeFeature": plan.node_features, "Topology": plan.topologies,
-               "AdmissionCheck": plan.admission_checks}[kind]
-    by_name = {item.name: item for item in sources}
-    item = by_name.get(name)
-    if item is None:
+    table: dict[str, Sequence[Any]] = {"ResourceFlavor": plan.flavors, "ClusterQueue": plan.cluster_queues,
+                                       "NodeFeature": plan.node_features, "Topology": plan.topologies,
+                                       "AdmissionCheck": plan.admission_checks}
+    by_name = {entry.name: entry for entry in table[kind]}
+    found = by_name.get(name)
+    if found is None:
         _not_found(target, kind, name, by_name, "not rendered from this snapshot")
-    builders = {"ResourceFlavor": objects.explain_flavor, "ClusterQueue": objects.explain_queue,
+    builders: dict[str, Callable[[Explainer, Any], Report]] = {"ResourceFlavor": objects.explain_flavor, "ClusterQueue": objects.explain_queue,
                 "NodeFeature": node_mod.explain_node_feature, "Topology": objects.explain_topology,
                 "AdmissionCheck": objects.explain_admission_check}
-    return builders[kind](x, item)
+    return builders[kind](x, found)
 
 
 def _not_found(target: str, kind: str, name: str, known: Iterable[str], why: str) -> None:

@@ -34,7 +34,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     report = Report("ResourceFlavor", flavor.name, template=x.template("ResourceFlavor"))
     values = {"gKey": flavor.gkey, "gManu": flavor.gmanu, "aKey": flavor.akey, "manufacturer": flavor.manufacturer,
               "os": flavor.os, "arch": flavor.arch, "count": flavor.count, "profile": flavor.profile}
-    name_source = getattr(rules.naming.resourceFlavor, kind_name)
+    name_source = (rules.flavor_accelerated if flavor.accelerated else rules.flavor_cpu).name.source
     own = (x.akey_prefix + flavor.akey) if flavor.accelerated else x.vocab.generalGroupPrefix + flavor.gkey
     first = flavor.nodes[0] if flavor.nodes else ""
     count_from = (f"label {x.akey_prefix}{flavor.akey}.count" if flavor.accelerated
@@ -52,7 +52,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         ("metadata", "labels", x.vocab.topologyProfile.label): [f"grouping key profile: the Nodes' converged {x.vocab.topologyProfile.label}"],
         ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a flavor built from Nodes "
                                                               "(what ClusterQueues select on)"],
-        ("spec", "topologyName"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology, values)],
+        ("spec", "topologyName"): [_fmt_origin(x, "Naming", ("topology",), rules.topology_name.source, values)],
         ("spec", "nodeLabels"): [f"pins the grouping key on the Nodes; rule {x.rule('Grouping', 'flavor', kind_name, 'key')}"],
         ("spec", "nodeLabels", rules.managed_key): [x.rule("Grouping", "managedLabel", "key")
                                                     + ": only managed Nodes"],
@@ -392,8 +392,8 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
         it = (x.snapshot.deleted_instance_types if deleting else x.snapshot.instance_types)[name]
         raw = next((obj for (group, kind, _, n), obj in x.snapshot.raw.items()
                     if kind == "InstanceType" and n == name), None)
-        spec = (raw or {}).get("spec") if isinstance((raw or {}).get("spec"), dict) else \
-            it.spec.model_dump(exclude_none=True)
+        raw_spec = (raw or {}).get("spec")
+        spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else it.spec.model_dump(exclude_none=True)
         for key, value in spec.items():
             section.add(f"spec.{key}: {show(value)}")
         if not x.rules.derive_instance_types({}, x.settings):  # type: ignore[misc]
@@ -426,16 +426,14 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
                 [x.rule("UnitResourcePresets", "fallback")] + preset_origins)
     prov: dict[Any, list[str]] = {
         ("metadata", "name"): [_fmt_origin(x, "Naming", ("pool", split, kind_name),
-                                           getattr(getattr(rules.naming.pool, split), kind_name), values),
+                                           rules.pool_name[(aware, accel)].source, values),
                                *x.settings_of("Grouping:aware")],
         ("metadata", "labels"): ["marks an InstanceType derived from Nodes (create-only)"],
         ("spec", "displayName"): display_why,
         ("spec", "generalGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "generalGroup"),
-                                               getattr(rules.models["Grouping"].pool, split).generalGroup, values)
-                                   if "Grouping" in rules.models else "rules"],
+                                               rules.pool_identity[aware][0].source, values)],
         ("spec", "acceleratorGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "acceleratorGroup"),
-                                                   getattr(rules.models["Grouping"].pool, split).acceleratorGroup, values)
-                                       if "Grouping" in rules.models else "rules"],
+                                                   rules.pool_identity[aware][1].source, values)],
         ("spec", "acceleratable"): ["the pool is accelerated" if accel else "the pool is a CPU pool"],
         ("spec", "os"): ["the pool's os (its flavors' Node label kubernetes.io/os)"],
         ("spec", "arch"): ["the pool's arch (its flavors' Node label kubernetes.io/arch)"],
@@ -470,7 +468,7 @@ def explain_local_queue(x: Explainer, item: Any) -> Report:
     rules = x.rules
     report = Report("LocalQueue", item.name, namespace=item.namespace, template=x.template("LocalQueue"))
     prov: dict[Any, list[str]] = {
-        ("metadata", "name"): [_fmt_origin(x, "Naming", ("localQueue",), rules.naming.localQueue,
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("localQueue",), rules.local_queue_name.source,
                                            {"clusterQueue": item.cluster_queue})],
         ("metadata", "namespace"): [x.snap_ref("Namespace", item.namespace, "live and not reserved"),
                                     x.rule("Namespaces", "reserved", value=sorted(rules.reserved_namespaces))],
@@ -499,7 +497,7 @@ def explain_topology(x: Explainer, item: Any) -> Report:
                    if configured else [x.snap_ref("Topology", item.name, "spec.levels (hash to the profile; the "
                                                                          "configured levels do not)")])
     prov: dict[Any, list[str]] = {
-        ("metadata", "name"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology, {"profile": profile})],
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("topology",), rules.topology_name.source, {"profile": profile})],
         ("spec", "levels"): levels_from,
     }
     x.attach_fields(report, x.render("Topology", item), prov)
