@@ -2,7 +2,7 @@
 
 Current is a previous render (``--against``) or the live objects of the rendered kinds found in the
 snapshot. What is compared, what may be called "removed" and which server-owned fields and defaults
-are ignored all come from ``rules/diff.yaml`` (:class:`~gpustack_render.rules.schema.DiffRules`), so an
+are ignored all come from ``rules/diff.yaml`` (:class:`~gpustack_render.rules.model.DiffRules`), so an
 admin can widen or narrow the diff without code. Output formats live in :mod:`diff_report`.
 """
 
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from gpustack_render.rules import schema
+from gpustack_render.rules.model import DiffRules
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import Key, field_path, identity, label
 from gpustack_render.k8s import format_decimal_si
@@ -113,7 +113,7 @@ def _canonical(obj: dict[str, Any]) -> dict[str, Any]:
 class DiffPolicy:
     """The compiled meaning of ``rules/diff.yaml``."""
 
-    def __init__(self, rules: schema.DiffRules) -> None:
+    def __init__(self, rules: DiffRules) -> None:
         self.order = {(k.group, k.kind): i for i, k in enumerate(rules.kinds)}
         self.owner_labels = [(owner.key, owner.value) for owner in rules.owned.labels]
         self.prefixes = tuple(rules.owned.namePrefixes)

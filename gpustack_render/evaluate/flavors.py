@@ -11,7 +11,7 @@ from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.evaluate.plan import FlavorPlan
 from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.rules import FlavorKind, Rules
-from gpustack_render.rules.schema import CpuAnnotations
+from gpustack_render.rules.model import CpuAnnotations
 
 
 def _present(value: str | None) -> str:

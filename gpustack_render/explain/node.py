@@ -336,7 +336,7 @@ def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
     obj = x.render("NodeFeature", plan_item)
     managed, managed_origins = managed_text(x, facts)
     prov: dict[Any, list[str]] = {
-        ("metadata", "name"): [x.rule("Naming", "nodeFeature", value=rules.naming.nodeFeature)
+        ("metadata", "name"): [x.rule("Naming", "nodeFeature", value=rules.node_feature_name.source)
                                + f" with node={show(plan_item.node)}"],
         ("metadata", "labels", "nfd.node.kubernetes.io/node-name"): [x.node_ref(plan_item.node, "metadata.name")],
     }

@@ -56,7 +56,7 @@ def _compile_kinds(c: Compiler, models: dict[str, Any]) -> dict[str, Any]:
         "Capacity": lambda model: kinds.compile_capacity(c, model, m),
         "Lifecycle": lambda model: compile_lifecycle(c, model),
         "Vocabulary": lambda model: meta.compile_vocabulary(c, model),
-        "Diff": lambda model: meta.check_diff(c, model),
+        "Diff": lambda model: meta.compile_diff(c, model),
         "Output": lambda model: meta.compile_output(c, model),
     }
     return {kind: compilers[kind](model) for kind, model in models.items()}
@@ -89,7 +89,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
     queues: kinds.CompiledQueues = parts["Queues"]
     capacity: kinds.CompiledCapacity = parts["Capacity"]
     cruft, id_prefix_max = parts["Normalisation"]
-    profile_format, profile_pattern = _req(parts["Vocabulary"])
+    vocabulary, profile_format, profile_pattern = _req(parts["Vocabulary"])
     flavor_cpu, flavor_accel = _flavor(names, grouping, "cpu"), _flavor(names, grouping, "accelerated")
     lifecycle = parts["Lifecycle"]
     pin = capacity.pin_formats
@@ -97,7 +97,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
         setting_defaults=dict(settings.defaults),
         settings_source=(settings.source.namespace, settings.source.name),
         units_per_accelerator=manus.unitsPerAccelerator,
-        manufacturers=parts["Manufacturers"], naming=models["Naming"],
+        manufacturers=parts["Manufacturers"], naming=names.display,
         node_feature_name=_req(names.node_feature), topology_name=_req(names.topology),
         local_queue_name=_req(names.local_queue), flavor_cpu=flavor_cpu, flavor_accelerated=flavor_accel,
         pool_name={k: _req(v) for k, v in names.pool_name.items()},
@@ -118,8 +118,8 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
         resource_flavor_prefix=os.path.commonprefix([flavor_cpu.name.parts[0][0], flavor_accel.name.parts[0][0]]),
         lifecycle=lifecycle.stop_policy, lifecycle_warnings=lifecycle.warnings, lifecycle_save=lifecycle.save,
         lifecycle_markers=lifecycle.markers,
-        origins=c.origins, models=models, diff=models["Diff"], output=parts["Output"],
-        vocabulary=models["Vocabulary"], pool_aware=_req(grouping.aware),
+        origins=c.origins, models=models, diff=parts["Diff"], output=parts["Output"],
+        vocabulary=vocabulary, pool_aware=_req(grouping.aware),
         derive_instance_types=_req(queues.derive_instance_types), workload_fit_when=_req(capacity.workload_fit_when),
         setting_refs=c.setting_refs, profile_format=profile_format, profile_pattern=profile_pattern,
         local_queue_pattern=format_matcher(_req(names.local_queue), ".*", ".*")[1],

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 from gpustack_render.errors import did_you_mean
 from gpustack_render.k8s import dns_label, dns_subdomain, label_value, qualified_name
 from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler, format_matcher
 from gpustack_render.rules.expressions import NameFormat
-from gpustack_render.rules.model import KindMetadata
+from gpustack_render.rules.model import (CpuAnnotations, DiffDefaultValue, DiffIgnoredField, DiffKind, DiffKindDefaults,
+                                         DiffOwnerLabel, DiffOwnership, DiffRules, KindMetadata, QueueTypeLabel,
+                                         TopologyProfileLabel, Vocabulary)
 
 
-def compile_vocabulary(c: Compiler, vocab: schema.VocabularyRules) -> tuple[NameFormat, re.Pattern[str]] | None:
+def compile_vocabulary(c: Compiler, vocab: schema.VocabularyRules
+                       ) -> tuple[Vocabulary, NameFormat, re.Pattern[str]] | None:
     """rules/vocabulary.yaml: every key must be one the API server accepts (a prefix: with a name
     after it), and the topology profile format must be a valid label value with its ``{levels}``."""
     keys: list[tuple[tuple[str | int, ...], str]] = [
@@ -44,10 +48,20 @@ def compile_vocabulary(c: Compiler, vocab: schema.VocabularyRules) -> tuple[Name
                "a profile names the topology levels: {levels|fnv64a}")
     elif problem := label_value(profile.render({"levels": ""})):
         c.fail("Vocabulary", ("topologyProfile", "format"), f"does not make a valid label value: {problem}")
-    return profile, format_matcher(profile, ".*", "[0-9a-f]{16}")[1]
+    return _vocabulary(vocab), profile, format_matcher(profile, ".*", "[0-9a-f]{16}")[1]
 
 
-def check_diff(c: Compiler, diff: schema.DiffRules) -> None:
+def _vocabulary(vocab: schema.VocabularyRules) -> Vocabulary:
+    """The validated model as the frozen value the stages read (no pydantic model past the loader)."""
+    cpu = vocab.cpuAnnotations
+    return Vocabulary(
+        vocab.workerApiGroup, vocab.nodeFeatureNamespace, vocab.generalGroupPrefix, vocab.acceleratableLabel,
+        TopologyProfileLabel(vocab.topologyProfile.label, vocab.topologyProfile.format), vocab.tasQueueAnnotation,
+        QueueTypeLabel(vocab.queueType.key, vocab.queueType.flavor, vocab.queueType.queue), vocab.notePrefix,
+        CpuAnnotations(cpu.product, cpu.family, MappingProxyType(dict(cpu.detail)), MappingProxyType(dict(cpu.cache))))
+
+
+def compile_diff(c: Compiler, diff: schema.DiffRules) -> DiffRules:
     """rules/diff.yaml: every kind it names must be a compared kind, and nothing is listed twice,
     so a typo cannot silently switch off an ownership, create-only or default rule."""
     kinds = [(k.group, k.kind) for k in diff.kinds]
@@ -73,6 +87,13 @@ def check_diff(c: Compiler, diff: schema.DiffRules) -> None:
     for i, path in enumerate(paths):
         if path in paths[:i]:
             c.fail("Diff", ("ignore", i, "path"), f"ignored field {'.'.join(path)} is listed twice")
+    return DiffRules(
+        tuple(DiffKind(k.group, k.kind) for k in diff.kinds),
+        DiffOwnership(tuple(DiffOwnerLabel(o.key, o.value) for o in diff.owned.labels), tuple(diff.owned.namePrefixes)),
+        tuple(DiffKind(k.group, k.kind) for k in diff.createOnly),
+        tuple(DiffIgnoredField(tuple(f.path), f.whenDesiredUnset) for f in diff.ignore),
+        tuple(DiffKindDefaults(d.group, d.kind, tuple(DiffDefaultValue(tuple(v.path), v.value) for v in d.values))
+              for d in diff.defaults))
 
 
 def compile_output(c: Compiler, output: schema.OutputRules) -> dict[str, KindMetadata]:

@@ -116,6 +116,97 @@ class KindMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyProfileLabel:
+    label: str
+    format: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTypeLabel:
+    key: str
+    flavor: str
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class CpuAnnotations:
+    """Vocabulary ``cpuAnnotations``; ``detail`` and ``cache`` keep the rule file's order (the note's)."""
+    product: str
+    family: str
+    detail: Mapping[str, str]
+    cache: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """``rules/vocabulary.yaml`` compiled; fields named as the rule file names them, so a stage's
+    ``vocab.queueType.key`` reads like the entry it refers to."""
+    workerApiGroup: str
+    nodeFeatureNamespace: str
+    generalGroupPrefix: str
+    acceleratableLabel: str
+    topologyProfile: TopologyProfileLabel
+    tasQueueAnnotation: str
+    queueType: QueueTypeLabel
+    notePrefix: str
+    cpuAnnotations: CpuAnnotations
+
+
+@dataclass(frozen=True, slots=True)
+class NamingDisplay:
+    """The Naming entries that are not name formats (those are compiled into :class:`Rules` fields)."""
+    unawareCpuDisplayName: str
+    displayNameMaxLength: int
+
+
+@dataclass(frozen=True, slots=True)
+class DiffKind:
+    group: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiffOwnerLabel:
+    key: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DiffOwnership:
+    labels: tuple[DiffOwnerLabel, ...]
+    namePrefixes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DiffIgnoredField:
+    path: tuple[str, ...]
+    whenDesiredUnset: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DiffDefaultValue:
+    path: tuple[str, ...]
+    value: str | bool | int
+
+
+@dataclass(frozen=True, slots=True)
+class DiffKindDefaults:
+    group: str
+    kind: str
+    values: tuple[DiffDefaultValue, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DiffRules:
+    """``rules/diff.yaml`` compiled (checked by meta.compile_diff); fields named as in the file."""
+    kinds: tuple[DiffKind, ...]
+    owned: DiffOwnership
+    createOnly: tuple[DiffKind, ...]
+    ignore: tuple[DiffIgnoredField, ...]
+    defaults: tuple[DiffKindDefaults, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Rules:
     """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
 
@@ -123,7 +214,7 @@ class Rules:
     settings_source: tuple[str, str]
     units_per_accelerator: int
     manufacturers: dict[str, ManufacturerRule]
-    naming: schema.NamingRules
+    naming: NamingDisplay
     node_feature_name: NameFormat
     topology_name: NameFormat
     local_queue_name: NameFormat
@@ -163,10 +254,10 @@ class Rules:
     lifecycle_markers: LifecycleMarkers
     origins: Mapping[str, str]                # "Kind:path" → file:line (explain)
     models: Mapping[str, Any]                 # kind → validated model (explain)
-    diff: schema.DiffRules                    # rules/diff.yaml, checked by compile.check_diff
+    diff: DiffRules                           # rules/diff.yaml, checked by meta.compile_diff
     output: Mapping[str, KindMetadata]        # rendered kind → extra metadata
     # The operator's vocabulary and the settings reach the stages only through these rule entries.
-    vocabulary: schema.VocabularyRules        # rules/vocabulary.yaml
+    vocabulary: Vocabulary                    # rules/vocabulary.yaml
     pool_aware: CompiledCondition             # Grouping aware: pools split per CPU key
     derive_instance_types: CompiledCondition  # Queues deriveInstanceTypes
     workload_fit_when: CompiledCondition      # Capacity workloadFit.when: the pin applies

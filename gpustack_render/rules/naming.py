@@ -8,7 +8,7 @@ from gpustack_render.errors import did_you_mean
 from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler
 from gpustack_render.rules.expressions import CompiledCondition, NameFormat
-from gpustack_render.rules.model import ACCEL_FLAVOR_FIELDS, CPU_FLAVOR_FIELDS
+from gpustack_render.rules.model import ACCEL_FLAVOR_FIELDS, CPU_FLAVOR_FIELDS, NamingDisplay
 
 FLAVOR_KINDS = (("cpu", CPU_FLAVOR_FIELDS), ("accelerated", ACCEL_FLAVOR_FIELDS))
 SPLITS = ((True, "whenAware"), (False, "whenUnaware"))
@@ -23,6 +23,7 @@ class CompiledNaming:
     flavor: dict[str, NameFormat | None]                   # cpu / accelerated
     pool_name: dict[tuple[bool, bool], NameFormat | None]  # (aware, accelerated) → format
     catalog_name: dict[tuple[bool, bool], NameFormat | None]
+    display: NamingDisplay
 
 
 def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
@@ -48,7 +49,8 @@ def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
         if name_fmt is not None and field_name not in name_fmt.placeholders:
             c.fail("Naming", loc, f"must contain the placeholder {{{field_name}}}",
                    f"every {field_name} gets its own object: without it they would all get one name")
-    return CompiledNaming(node_feature, topology, local_queue, flavor, pool_name, catalog_name)
+    return CompiledNaming(node_feature, topology, local_queue, flavor, pool_name, catalog_name,
+                          NamingDisplay(naming.unawareCpuDisplayName, naming.displayNameMaxLength))
 
 
 
