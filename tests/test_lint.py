@@ -11,13 +11,12 @@ import json
 import random
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from cli_invoke import CliResult, invoke
 
 from gpustack_render.errors import UserError
 from gpustack_render.rules.lint import lint_rules
@@ -34,9 +33,9 @@ _PYDANTIC = re.compile(r"Input should|validation error|Field required|errors\.py
                        re.IGNORECASE)
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
+def run_cli(*args: str) -> CliResult:
+    """The CLI in process, from the repository root (tests/cli_invoke.py)."""
+    return invoke(*args, cwd=REPO)
 
 
 def copy_rules(tmp_path: Path) -> Path:

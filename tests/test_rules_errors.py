@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from cli_invoke import CliResult, invoke
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = REPO / "rules"
@@ -58,9 +57,9 @@ def parse_diag(raw: str) -> Diag:
     return Diag(Path(file), line, col, match["path"], match["msg"], raw)
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpustack_render", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=180)
+def run_cli(*args: str) -> CliResult:
+    """The CLI in process, from the repository root (tests/cli_invoke.py)."""
+    return invoke(*args, cwd=REPO)
 
 
 def run_failing(*args: str) -> list[Diag]:
