@@ -107,7 +107,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
         managed_stamp_when=_req(grouping.managed_stamp_when), cpu_only_key=grouping_model.cpuOnlyLabel.key,
         cpu_only_when=_req(grouping.cpu_only_when),
         normalisation=models["Normalisation"], cruft_steps=cruft, id_prefix_max_length=id_prefix_max,
-        presets=models["UnitResourcePresets"], preset_entries=parts["UnitResourcePresets"],
+        presets=parts["UnitResourcePresets"][1], preset_entries=parts["UnitResourcePresets"][0],
         reserved_namespaces=parts["Namespaces"], topology_levels=parts["Topology"],
         max_flavors_per_group=models["Queues"].maxFlavorsPerGroup,
         quota_cpu=_req(queues.quota_cpu), quota_accelerated=_req(queues.quota_accelerated),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Callable
 
 from gpustack_render.errors import did_you_mean
@@ -14,7 +15,8 @@ from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler, Loc
 from gpustack_render.rules.expressions import Arithmetic, CompiledCondition, NameFormat, always, check_replacement
 from gpustack_render.rules.model import (CAPACITY_VARIABLES, HOSTNAME_LEVEL, QUOTA_VARIABLES, AdmissionCheckRule,
-                                         CapacityFamilyRule, ManufacturerRule, PresetEntry, QuotaRule)
+                                         CapacityFamilyRule, ManufacturerRule, PresetEntry, PresetRow, Presets,
+                                         PresetTier, QuotaRule)
 
 
 def quota_samples(m: int) -> dict[str, tuple[Any, ...]]:
@@ -53,8 +55,9 @@ def _regex_rewrite(c: Compiler, kind: str, loc: Loc, pattern_key: str, regex: st
     return c.at(kind, loc, lambda: check_replacement(pattern, replacement))  # points at its replace
 
 
-def compile_presets(c: Compiler, presets: schema.PresetRules) -> dict[str, tuple[PresetEntry, ...]]:
-    """The product match table, flattened to token prefixes; unknown tiers and duplicates refused."""
+def compile_presets(c: Compiler, presets: schema.PresetRules) -> tuple[dict[str, tuple[PresetEntry, ...]], Presets]:
+    """The product match table, flattened to token prefixes (unknown tiers and duplicates refused),
+    and the rule file as a frozen value."""
     tiers = set(presets.tiers)
     entries: dict[str, tuple[PresetEntry, ...]] = {}
     seps = "[" + re.escape(presets.tokenSeparators) + "]"
@@ -76,7 +79,18 @@ def compile_presets(c: Compiler, presets: schema.PresetRules) -> dict[str, tuple
                 seen_prefixes[tokens] = i
                 flat.append(PresetEntry(row.tier, tokens, tuple((k.lower(), v) for k, v in row.by.items())))
         entries[manu] = tuple(flat)
-    return entries
+    return entries, _presets(presets)
+
+
+def _presets(presets: schema.PresetRules) -> Presets:
+    def tier(units: schema.UnitResources) -> PresetTier:
+        return PresetTier(units.cpu, units.ram)
+    return Presets(
+        presets.localStorage, tier(presets.cpuPool), tier(presets.fallback),
+        MappingProxyType({name: tier(units) for name, units in presets.tiers.items()}),
+        frozenset(presets.ignoreLeadingTokens), presets.tokenSeparators,
+        MappingProxyType({manu: tuple(PresetRow(row.tier, tuple(row.prefixes), MappingProxyType(dict(row.by)))
+                                      for row in rows) for manu, rows in presets.manufacturers.items()}))
 
 
 def compile_topology(c: Compiler, topology: schema.TopologyRules) -> tuple[str, ...]:

@@ -47,6 +47,27 @@ class PresetEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class PresetRow:
+    """One row of a manufacturer's preset table as written (``explain`` names its prefixes and ``by``)."""
+    tier: str
+    prefixes: tuple[str, ...]
+    by: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Presets:
+    """``rules/presets.yaml`` (UnitResourcePresets) compiled; the match table itself is
+    :attr:`Rules.preset_entries`, flattened to token prefixes."""
+    localStorage: str
+    cpuPool: PresetTier
+    fallback: PresetTier
+    tiers: Mapping[str, PresetTier]
+    ignoreLeadingTokens: frozenset[str]
+    tokenSeparators: str
+    manufacturers: Mapping[str, tuple[PresetRow, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class AdmissionCheckRule:
     name: str
     controller_name: str
@@ -231,7 +252,7 @@ class Rules:
     normalisation: schema.NormalisationRules
     cruft_steps: tuple[Callable[[str], str], ...]
     id_prefix_max_length: dict[int, Arithmetic]
-    presets: schema.PresetRules
+    presets: Presets
     preset_entries: dict[str, tuple[PresetEntry, ...]]
     reserved_namespaces: frozenset[str]
     topology_levels: tuple[str, ...]
