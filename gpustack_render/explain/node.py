@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack_render.rules import schema
+from gpustack_render.rules.model import CruftCutAt, CruftDelete, CruftRegex
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.explain.base import Explainer, Report, Section, describe, show, show_quantity, why_not
@@ -12,11 +12,11 @@ from gpustack_render.k8s import format_decimal_si
 
 
 def _cruft_text(step: Any) -> str:
-    if isinstance(step, schema.CutAt):
+    if isinstance(step, CruftCutAt):
         return f"cut at {show(step.cutAt)}"
-    if isinstance(step, schema.Delete):
+    if isinstance(step, CruftDelete):
         return "delete " + ", ".join(show(w) for w in step.delete)
-    if isinstance(step, schema.RegexReplace):
+    if isinstance(step, CruftRegex):
         return f"regex {show(step.regex)} -> {show(step.replace)}"
     return "trim spaces"
 

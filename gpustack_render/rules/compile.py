@@ -88,7 +88,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
     grouping: naming.CompiledGrouping = parts["Grouping"]
     queues: kinds.CompiledQueues = parts["Queues"]
     capacity: kinds.CompiledCapacity = parts["Capacity"]
-    cruft, id_prefix_max = parts["Normalisation"]
+    cruft, id_prefix_max, normalisation = parts["Normalisation"]
     vocabulary, profile_format, profile_pattern = _req(parts["Vocabulary"])
     flavor_cpu, flavor_accel = _flavor(names, grouping, "cpu"), _flavor(names, grouping, "accelerated")
     lifecycle = parts["Lifecycle"]
@@ -106,7 +106,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
         managed_key=grouping_model.managedLabel.key, managed_stamp_value=grouping_model.managedLabel.stampValue,
         managed_stamp_when=_req(grouping.managed_stamp_when), cpu_only_key=grouping_model.cpuOnlyLabel.key,
         cpu_only_when=_req(grouping.cpu_only_when),
-        normalisation=models["Normalisation"], cruft_steps=cruft, id_prefix_max_length=id_prefix_max,
+        normalisation=normalisation, cruft_steps=cruft, id_prefix_max_length=id_prefix_max,
         presets=parts["UnitResourcePresets"][1], preset_entries=parts["UnitResourcePresets"][0],
         reserved_namespaces=parts["Namespaces"], topology_levels=parts["Topology"],
         max_flavors_per_group=models["Queues"].maxFlavorsPerGroup,

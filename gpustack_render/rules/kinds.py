@@ -15,8 +15,10 @@ from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler, Loc
 from gpustack_render.rules.expressions import Arithmetic, CompiledCondition, NameFormat, always, check_replacement
 from gpustack_render.rules.model import (CAPACITY_VARIABLES, HOSTNAME_LEVEL, QUOTA_VARIABLES, AdmissionCheckRule,
-                                         CapacityFamilyRule, ManufacturerRule, PresetEntry, PresetRow, Presets,
-                                         PresetTier, QuotaRule)
+                                         AKeyRule, AnnotationIdSource, CapacityFamilyRule, CpuManufacturerSource,
+                                         CruftCutAt, CruftDelete, CruftRegex, CruftRule, CruftTrim, GKeyRule,
+                                         LabelsIdSource, ManufacturerRule, Normalisation, NormalizeNameRule,
+                                         PresetEntry, PresetRow, Presets, PresetTier, QuotaRule)
 
 
 def quota_samples(m: int) -> dict[str, tuple[Any, ...]]:
@@ -112,8 +114,9 @@ def compile_namespaces(c: Compiler, namespaces: schema.NamespaceRules) -> frozen
 
 
 def compile_normalisation(c: Compiler, norm: schema.NormalisationRules
-                          ) -> tuple[tuple[Callable[[str], str], ...], dict[int, Arithmetic]]:
-    """The NormalizeName cruft steps as functions and the idPrefix length expressions."""
+                          ) -> tuple[tuple[Callable[[str], str], ...], dict[int, Arithmetic], Normalisation]:
+    """The NormalizeName cruft steps as functions, the idPrefix length expressions and the rule
+    file as a frozen value."""
     id_prefix_max: dict[int, Arithmetic] = {}
     for i, source in enumerate(norm.gKey.idPrefix):
         if isinstance(source, schema.AnnotationSource):
@@ -126,7 +129,30 @@ def compile_normalisation(c: Compiler, norm: schema.NormalisationRules
         compiled = c.at("Normalisation", ("normalizeName", "cruft", i), partial(_cruft_step, step))
         if compiled:
             cruft.append(compiled)
-    return tuple(cruft), id_prefix_max
+    return tuple(cruft), id_prefix_max, _normalisation(norm)
+
+
+def _normalisation(norm: schema.NormalisationRules) -> Normalisation:
+    g, spec = norm.gKey, norm.normalizeName
+    sources = tuple(AnnotationIdSource(s.annotation, s.stripCruft, s.maxLength)
+                    if isinstance(s, schema.AnnotationSource) else LabelsIdSource(tuple(s.labels), s.join)
+                    for s in g.idPrefix)
+    manufacturer = CpuManufacturerSource(g.manufacturer.label, g.manufacturer.fallback,
+                                         tuple(g.manufacturer.absentValues))
+    return Normalisation(
+        GKeyRule(g.maxLength, manufacturer, sources), AKeyRule(norm.aKey.labelPrefix, norm.aKey.value),
+        NormalizeNameRule(tuple(_cruft_rule(step) for step in spec.cruft), spec.spaceBecomes, spec.keep,
+                          spec.separators))
+
+
+def _cruft_rule(step: Any) -> CruftRule:
+    if isinstance(step, schema.CutAt):
+        return CruftCutAt(step.cutAt)
+    if isinstance(step, schema.Delete):
+        return CruftDelete(tuple(step.delete))
+    if isinstance(step, schema.RegexReplace):
+        return CruftRegex(step.regex, step.replace)
+    return CruftTrim()
 
 
 def _cruft_step(step: Any) -> Callable[[str], str]:

@@ -47,6 +47,83 @@ class PresetEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuManufacturerSource:
+    label: str
+    fallback: str
+    absentValues: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationIdSource:
+    """A gKey idPrefix source read from an annotation (its ``maxLength`` expression, as written, is
+    compiled into :attr:`Rules.id_prefix_max_length`)."""
+    annotation: str
+    stripCruft: bool
+    maxLength: str
+
+
+@dataclass(frozen=True, slots=True)
+class LabelsIdSource:
+    labels: tuple[str, ...]
+    join: str
+
+
+@dataclass(frozen=True, slots=True)
+class GKeyRule:
+    maxLength: int
+    manufacturer: CpuManufacturerSource
+    idPrefix: tuple[AnnotationIdSource | LabelsIdSource, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AKeyRule:
+    labelPrefix: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class CruftCutAt:
+    cutAt: str
+
+
+@dataclass(frozen=True, slots=True)
+class CruftDelete:
+    delete: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CruftRegex:
+    regex: str
+    replace: str
+
+
+@dataclass(frozen=True, slots=True)
+class CruftTrim:
+    pass
+
+
+CruftRule = CruftCutAt | CruftDelete | CruftRegex | CruftTrim
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeNameRule:
+    """NormalizeName as written (``explain`` words each cruft step; the steps as functions are
+    :attr:`Rules.cruft_steps`)."""
+    cruft: tuple[CruftRule, ...]
+    spaceBecomes: str
+    keep: str
+    separators: str
+
+
+@dataclass(frozen=True, slots=True)
+class Normalisation:
+    """``rules/normalisation.yaml`` compiled; fields named as in the file."""
+    gKey: GKeyRule
+    aKey: AKeyRule
+    normalizeName: NormalizeNameRule
+
+
+@dataclass(frozen=True, slots=True)
 class PresetRow:
     """One row of a manufacturer's preset table as written (``explain`` names its prefixes and ``by``)."""
     tier: str
@@ -249,7 +326,7 @@ class Rules:
     managed_stamp_when: CompiledCondition
     cpu_only_key: str
     cpu_only_when: CompiledCondition
-    normalisation: schema.NormalisationRules
+    normalisation: Normalisation
     cruft_steps: tuple[Callable[[str], str], ...]
     id_prefix_max_length: dict[int, Arithmetic]
     presets: Presets
