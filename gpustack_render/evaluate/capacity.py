@@ -16,7 +16,7 @@ from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import NodeFacts
 from gpustack_render.k8s import QuantityError, memory_label_mib, valid_qualified_name
 from gpustack_render.rules import CapacityFamilyRule, ManufacturerRule, Rules
-from gpustack_render.rules.schema import FitPopulations
+from gpustack_render.rules.model import FitPopulations
 
 @dataclass
 class _Tally:
@@ -227,7 +227,7 @@ class CapacityEvaluator:
         ledger rows joined to their spec card (``fitLabels.populations``): a spec card without a row
         has no allocation state, so it neither makes a label appear nor counts towards its value."""
         rules = self.rules
-        populations: FitPopulations = rules.models["Capacity"].fitLabels.populations
+        populations: FitPopulations = rules.fit_populations
         spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
         labels: dict[str, str] = {}
         for ledger_group in devices.status.groups:

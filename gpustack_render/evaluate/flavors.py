@@ -79,11 +79,8 @@ class FlavorBuilder:
                 node_facts: Mapping[str, object] | None, count_label: str | None) -> None:
         """Whether the Node contributes to its ``kind`` flavor (for ``explain``): the verdict of the
         rule's ``contributes``, or no verdict when the aKey's count label is not a positive integer."""
-        from gpustack_render.rules.expressions import compile_verdict
-        grouping = self.rules.models.get("Grouping")
         rule = f"Grouping:flavor.{kind}.contributes"
-        tree = getattr(grouping.flavor, kind).contributes if grouping is not None else None
-        verdict = compile_verdict(tree)(node_facts, self.settings) if node_facts is not None else None
+        verdict = self.rules.verdict(rule)(node_facts, self.settings) if node_facts is not None else None
         inputs: tuple[tuple[str, object], ...] = (("aKey", akey),) if akey else ()
         if count_label is not None:
             inputs += (("countLabel", f"{self._akey_prefix}{akey}.count"), ("count", count_label))

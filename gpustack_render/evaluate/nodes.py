@@ -118,7 +118,6 @@ class NodeEvaluator:
     def _record(self, recorder: Recorder, name: str, labels: Mapping[str, str], annotations: Mapping[str, str],
                 facts: Mapping[str, object], current_managed: str) -> None:
         """The Node's decisions for ``explain``: the gKey steps, the managed stamp and cpu-only verdicts."""
-        from gpustack_render.rules.expressions import compile_verdict
         origins, subject = self.rules.origins, f"Node/{name}"
         steps: list[dict[str, object]] = []
         gkey = self._derive_gkey(self._gkey_key(labels, annotations), steps)
@@ -128,18 +127,13 @@ class NodeEvaluator:
         akeys = self.akeys(labels, rejected)
         recorder.record(subject, Decision("aKeys", akeys, "Normalisation:aKey", origins.get("Normalisation:aKey", ""),
                                           tuple((key, (why, labels[key])) for key, why in sorted(rejected))))
-        grouping = self.rules.models.get("Grouping")
-        if grouping is None:
-            return
-        stamp = grouping.managedLabel.stampWhen
         recorder.record(subject, Decision(
             "managed", current_managed or None, "Grouping:managedLabel.stampWhen",
             origins.get("Grouping:managedLabel", ""), (("label", current_managed),),
-            compile_verdict(stamp)(facts, self.settings) if stamp is not None else None))
-        when = grouping.cpuOnlyLabel.when
+            self.rules.verdict("Grouping:managedLabel.stampWhen")(facts, self.settings)))
         recorder.record(subject, Decision(
             "cpuOnly", None, "Grouping:cpuOnlyLabel.when", origins.get("Grouping:cpuOnlyLabel.when", ""),
-            verdict=compile_verdict(when)(facts, self.settings) if when is not None else None))
+            verdict=self.rules.verdict("Grouping:cpuOnlyLabel.when")(facts, self.settings)))
 
     def akeys(self, labels: Mapping[str, str], rejected: list[tuple[str, str]] | None = None) -> list[str]:
         """The Node's aKeys. ``rejected`` (only when recording, for ``explain``) receives each other

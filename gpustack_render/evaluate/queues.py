@@ -95,7 +95,6 @@ class QueueBuilder:
                 selected: list[FlavorPlan], quotas: list[int], facts: Mapping[str, Any]) -> None:
         """The queue's selection (and, for flavors of its kind, the label that kept each out), the
         quota's inputs and value, and the admission-check verdicts, for ``explain``."""
-        from gpustack_render.rules.expressions import compile_verdict
         subject, origins = f"ClusterQueue/{plan.name}", self.rules.origins
         kind_label = self.rules.vocabulary.acceleratableLabel
         names = {f.name for f in selected}
@@ -114,14 +113,12 @@ class QueueBuilder:
                         for i, f in enumerate(selected)) + tuple(rejected)))
         if plan.refusal:
             recorder.record(subject, Decision("queue.refusal", plan.refusal))
-        model = self.rules.models.get("Queues")
         for i, check in enumerate(self.rules.admission_checks):
-            tree = model.admissionChecks[i].when if model is not None else None
             rule = f"Queues:admissionChecks.{i}"
             recorder.record(subject, Decision(
                 "admissionCheck", check.name in plan.admission_checks, rule, origins.get(rule, ""),
                 (("check", check.name), ("active", self._check_active(check.name))),
-                compile_verdict(tree)(facts, self.settings)))
+                self.rules.verdict(f"{rule}.when")(facts, self.settings)))
 
     def _without_finalizing(self, groups: Any) -> Any:
         """A kept (last good) plan loses the flavors no Node feeds any more; a group left without
@@ -197,14 +194,11 @@ class QueueBuilder:
 
     def _record_lifecycle(self, recorder: Recorder, queue: str, index: int, facts: Mapping[str, Any]) -> None:
         """The lifecycle rule that decided the stop policy, with its verdict over the facts it read."""
-        from gpustack_render.rules.expressions import compile_verdict
         rule = self.rules.lifecycle[index]
-        model = self.rules.models.get("Lifecycle")
-        tree = model.stopPolicy[index].when if model is not None else None
         recorder.record(f"ClusterQueue/{queue}", Decision(
             "lifecycle", rule.stop_policy, f"Lifecycle:stopPolicy.{index}.name", rule.origin,
             (("rule", rule.name), ("groups", rule.groups), *sorted(facts.items())),
-            compile_verdict(tree)(facts, self.settings)))
+            self.rules.verdict(f"Lifecycle:stopPolicy.{index}.when")(facts, self.settings)))
 
     def _lifecycle_facts(self, plan: ClusterQueuePlan, selected: list[FlavorPlan],
                          existing: inputs.ClusterQueue | None, inactive: bool, it_deleting: bool,

@@ -7,7 +7,7 @@ from typing import Any
 from gpustack_render.rules.model import CruftCutAt, CruftDelete, CruftRegex
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
-from gpustack_render.explain.base import Explainer, Report, Section, describe, show, show_quantity, why_not
+from gpustack_render.explain.base import Explainer, Report, Section, show, show_quantity, why_not
 from gpustack_render.k8s import format_decimal_si
 
 
@@ -348,13 +348,11 @@ def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
     cpu = (node.status.capacity or {}).get("cpu")
     prov[labels_path + (f"{x.vocab.generalGroupPrefix}{facts.gkey}.count",)] = [
         x.node_ref(plan_item.node, f"status.capacity.cpu={show_quantity(cpu)} rounded up")]
-    grouping = rules.models.get("Grouping")
-    if grouping is not None:
-        prov[labels_path + (rules.cpu_only_key,)] = [
-            x.rule("Grouping", "cpuOnlyLabel", "when") + f" {grouping.cpuOnlyLabel.when and describe(grouping.cpuOnlyLabel.when)}",
-            *x.settings_of("Grouping:cpuOnlyLabel.when")]
+    prov[labels_path + (rules.cpu_only_key,)] = [
+        x.rule("Grouping", "cpuOnlyLabel", "when") + f" {rules.describe('Grouping:cpuOnlyLabel.when')}",
+        *x.settings_of("Grouping:cpuOnlyLabel.when")]
     x.attach_fields(report, obj, prov)
-    if grouping is not None and rules.cpu_only_key not in facts.feature_labels:
+    if rules.cpu_only_key not in facts.feature_labels:
         report.section("Not written").add(
             f"{rules.cpu_only_key}: cpuOnlyLabel.when does not hold ("
             + why_not(next((d.verdict for d in x.decisions(f"Node/{facts.name}", "cpuOnly")), None)) + ")",

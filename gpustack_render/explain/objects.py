@@ -8,7 +8,7 @@ from typing import Any
 
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
-from gpustack_render.explain.base import Explainer, Report, describe, show, why_not
+from gpustack_render.explain.base import Explainer, Report, show, why_not
 from gpustack_render.k8s import format_decimal_si
 
 
@@ -60,10 +60,9 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     if flavor.accelerated:
         prov[("metadata", "labels", x.vocab.generalGroupPrefix + flavor.gkey)] = ["the paired CPU key (gKey) of the contributing "
                                                                       "Nodes"]
-    grouping = rules.models.get("Grouping")
-    if not flavor.accelerated and grouping is not None and grouping.flavor.cpu.pinCpuOnly is not None:
+    if not flavor.accelerated and "Grouping:flavor.cpu.pinCpuOnly" in rules.conditions:
         prov[("spec", "nodeLabels", rules.cpu_only_key)] = [
-            x.rule("Grouping", "flavor", "cpu", "pinCpuOnly") + f" {describe(grouping.flavor.cpu.pinCpuOnly)}",
+            x.rule("Grouping", "flavor", "cpu", "pinCpuOnly") + f" {rules.describe('Grouping:flavor.cpu.pinCpuOnly')}",
             *x.settings_of("Grouping:flavor.cpu.pinCpuOnly")]
     node = x.snapshot.nodes.get(first)
     annotations = (node.metadata.annotations or {}) if node else {}
@@ -93,8 +92,8 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     key_fields = (rules.flavor_accelerated if flavor.accelerated else rules.flavor_cpu).key
     group.add("grouping key: " + ", ".join(f"{k}={show(values.get(k))}" for k in key_fields),
               x.rule("Grouping", "flavor", kind_name, "key"))
-    cond = getattr(grouping.flavor, kind_name).contributes if grouping else None
-    group.add(f"a Node contributes when {describe(cond)}", x.rule("Grouping", "flavor", kind_name, "contributes"))
+    group.add(f"a Node contributes when {rules.describe(f'Grouping:flavor.{kind_name}.contributes')}",
+              x.rule("Grouping", "flavor", kind_name, "contributes"))
     nodes = report.section(f"Contributing Nodes: capacity {flavor.capacity} = {len(flavor.nodes)} Node(s) x count "
                            f"{flavor.count}")
     for name in flavor.nodes:
@@ -522,10 +521,9 @@ def explain_admission_check(x: Explainer, item: Any) -> Report:
                                             value=item.controller_name)],
     }
     x.attach_fields(report, x.render("AdmissionCheck", item), prov)
-    model = rules.models.get("Queues")
-    cond = model.admissionChecks[index].when if model else None
     section = report.section("ClusterQueues")
-    section.add(f"applies to a queue when {describe(cond)} and the snapshot does not show it Active=False",
+    when = rules.describe(f"Queues:admissionChecks.{index}.when")
+    section.add(f"applies to a queue when {when} and the snapshot does not show it Active=False",
                 x.rule("Queues", "admissionChecks", index))
     users = [q.name for q in x.plan.cluster_queues if item.name in q.admission_checks]
     for name in users:

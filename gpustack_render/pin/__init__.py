@@ -15,7 +15,6 @@ from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import valid_qualified_name
 from gpustack_render.pin.workloads import REQUIRED, WorkloadInput
 from gpustack_render.rules import Rules
-from gpustack_render.rules.schema import SettingCondition
 from gpustack_render.snapshot import Snapshot
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -194,8 +193,8 @@ def pin_workload(workload: WorkloadInput, rules: Rules, chain: QueueChain, setti
         result.note = "no PodSet has a demand (sliced units U > 0 or shared cards N >= 2)"
         return result
     if not rules.workload_fit_when({}, settings):
-        when = rules.models["Capacity"].workloadFit.when
-        result.note = (f"setting {when.setting} is false" if isinstance(when, SettingCondition) else
+        setting = rules.conditions["Capacity:workloadFit.when"].setting
+        result.note = (f"setting {setting} is false" if setting is not None else
                        f"Capacity workloadFit.when does not hold (settings: "
                        f"{', '.join(rules.settings_of('Capacity:workloadFit.when')) or 'none'})")
         return result

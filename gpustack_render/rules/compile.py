@@ -118,7 +118,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
         resource_flavor_prefix=os.path.commonprefix([flavor_cpu.name.parts[0][0], flavor_accel.name.parts[0][0]]),
         lifecycle=lifecycle.stop_policy, lifecycle_warnings=lifecycle.warnings, lifecycle_save=lifecycle.save,
         lifecycle_markers=lifecycle.markers,
-        origins=c.origins, models=models, diff=parts["Diff"], output=parts["Output"],
+        origins=c.origins, conditions=c.conditions, fit_populations=capacity.fit_populations, diff=parts["Diff"], output=parts["Output"],
         vocabulary=vocabulary, pool_aware=_req(grouping.aware),
         derive_instance_types=_req(queues.derive_instance_types), workload_fit_when=_req(capacity.workload_fit_when),
         setting_refs=c.setting_refs, profile_format=profile_format, profile_pattern=profile_pattern,

@@ -7,7 +7,9 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from gpustack_render.errors import Problem
 from gpustack_render.rules import schema
-from gpustack_render.rules.expressions import FILTERS, Arithmetic, NameFormat, RuleMeaningError, compile_condition
+from gpustack_render.rules.expressions import (FILTERS, Arithmetic, NameFormat, RuleMeaningError, compile_condition,
+                                               compile_verdict, describe_condition)
+from gpustack_render.rules.model import RuleCondition
 from gpustack_render.rules.read import Document, Loc, position
 
 T = TypeVar("T")
@@ -28,6 +30,7 @@ class Compiler:
         self.docs, self.problems = docs, problems
         self.origins: dict[str, str] = {}
         self.setting_refs: dict[str, tuple[str, ...]] = {}
+        self.conditions: dict[str, RuleCondition] = {}
         self.setting_names: set[str] = set(setting_names) if setting_names is not None else _AnySetting()
 
     def at(self, kind: str, loc: Loc, fn: Callable[[], T]) -> T | None:
@@ -60,9 +63,15 @@ class Compiler:
         return self.origins[f"{kind}:{'.'.join(map(str, loc))}"]
 
     def cond(self, kind: str, loc: Loc, value: Any, facts: str | set[str]) -> Any:
-        """A condition compiled against its scope's facts and the known settings (recorded for explain)."""
-        self.setting_refs[f"{kind}:{'.'.join(map(str, loc))}"] = settings_named(value)
-        return self.at(kind, loc, lambda: compile_condition(value, facts, self.setting_names))
+        """A condition compiled against its scope's facts and the known settings (recorded for explain,
+        with its text and verdict twin, once it compiled: the verdict reads only accepted trees)."""
+        entry = f"{kind}:{'.'.join(map(str, loc))}"
+        self.setting_refs[entry] = settings_named(value)
+        compiled = self.at(kind, loc, lambda: compile_condition(value, facts, self.setting_names))
+        if compiled is not None:
+            setting = value.setting if isinstance(value, schema.SettingCondition) else None
+            self.conditions[entry] = RuleCondition(describe_condition(value), compile_verdict(value), setting)
+        return compiled
 
     def fmt(self, kind: str, loc: Loc, value: str, allowed: set[str]) -> NameFormat | None:
         return self.at(kind, loc, lambda: NameFormat.compile(value, allowed))

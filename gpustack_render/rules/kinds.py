@@ -16,7 +16,7 @@ from gpustack_render.rules.compiler import Compiler, Loc
 from gpustack_render.rules.expressions import Arithmetic, CompiledCondition, NameFormat, always, check_replacement
 from gpustack_render.rules.model import (CAPACITY_VARIABLES, HOSTNAME_LEVEL, QUOTA_VARIABLES, AdmissionCheckRule,
                                          AKeyRule, AnnotationIdSource, CapacityFamilyRule, CpuManufacturerSource,
-                                         CruftCutAt, CruftDelete, CruftRegex, CruftRule, CruftTrim, GKeyRule,
+                                         CruftCutAt, CruftDelete, CruftRegex, CruftRule, CruftTrim, FitPopulations, GKeyRule,
                                          LabelsIdSource, ManufacturerRule, Normalisation, NormalizeNameRule,
                                          PresetEntry, PresetRow, Presets, PresetTier, QuotaRule)
 
@@ -209,6 +209,7 @@ class CompiledCapacity:
     shared_modes: frozenset[int]
     pin_formats: tuple[NameFormat | None, NameFormat | None, NameFormat | None]  # slicedCard, slicedUnits, sharedCards
     workload_fit_when: CompiledCondition | None
+    fit_populations: FitPopulations
 
 
 def compile_capacity(c: Compiler, capacity: schema.CapacityRules, m: int) -> CompiledCapacity:
@@ -221,7 +222,8 @@ def compile_capacity(c: Compiler, capacity: schema.CapacityRules, m: int) -> Com
     share_units = share_expr(M=m) if share_expr else 0
     return CompiledCapacity(_families(c, capacity, m), fit_sliced, fit_shared, share_units,
                             frozenset(fit.sharedModes), _workload_fit(c, capacity.workloadFit),
-                            c.cond("Capacity", ("workloadFit", "when"), capacity.workloadFit.when, "global"))
+                            c.cond("Capacity", ("workloadFit", "when"), capacity.workloadFit.when, "global"),
+                            FitPopulations(fit.populations.slicedMaxFreeUnits, fit.populations.sharedFreeCards))
 
 
 def _families(c: Compiler, capacity: schema.CapacityRules, m: int) -> tuple[CapacityFamilyRule, ...]:

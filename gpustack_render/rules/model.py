@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
-from gpustack_render.rules import schema
-from gpustack_render.rules.expressions import Arithmetic, CompiledCondition, NameFormat
+from gpustack_render.rules.expressions import (Arithmetic, CompiledCondition, CompiledVerdict, NameFormat,
+                                               compile_verdict)
 
 # Closed vocabularies: what each rule location may refer to.
 CPU_FLAVOR_FIELDS = {"gKey", "gManu", "os", "arch", "count", "profile"}
@@ -15,6 +15,26 @@ ACCEL_FLAVOR_FIELDS = CPU_FLAVOR_FIELDS | {"aKey", "manufacturer"}
 QUOTA_VARIABLES = {"capacity", "count", "nodes", "M"}
 CAPACITY_VARIABLES = {"L", "P", "slices", "vram", "overcommit", "M"}
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCondition:
+    """A rule's condition as ``explain`` shows it, compiled at load next to its boolean closure:
+    its one-line text, its verdict twin (why it holds or not) and, when it is a single setting, that
+    setting's name."""
+    text: str
+    verdict: CompiledVerdict
+    setting: str | None
+
+
+ALWAYS = RuleCondition("always", compile_verdict(None), None)  # an entry written without a condition
+
+
+@dataclass(frozen=True, slots=True)
+class FitPopulations:
+    """Capacity ``fitLabels.populations``: which cards each fit label counts (``logical`` or ``wholeCard``)."""
+    slicedMaxFreeUnits: str
+    sharedFreeCards: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +371,8 @@ class Rules:
     lifecycle_save: tuple[SavedStopPolicyRule, ...]
     lifecycle_markers: LifecycleMarkers
     origins: Mapping[str, str]                # "Kind:path" → file:line (explain)
-    models: Mapping[str, Any]                 # kind → validated model (explain)
+    conditions: Mapping[str, RuleCondition]   # "Kind:path" → its condition as explain shows it
+    fit_populations: FitPopulations           # Capacity fitLabels.populations
     diff: DiffRules                           # rules/diff.yaml, checked by meta.compile_diff
     output: Mapping[str, KindMetadata]        # rendered kind → extra metadata
     # The operator's vocabulary and the settings reach the stages only through these rule entries.
@@ -368,6 +389,15 @@ class Rules:
     def is_aware(self, settings: Mapping[str, bool]) -> bool:
         """Grouping ``aware``: whether pools are split per CPU key under these settings."""
         return bool(self.pool_aware({}, settings))
+
+    def verdict(self, entry: str) -> CompiledVerdict:
+        """The verdict twin of the condition at ``entry`` (``"Queues:admissionChecks.0.when"``); an
+        entry written without one is always true."""
+        return self.conditions.get(entry, ALWAYS).verdict
+
+    def describe(self, entry: str) -> str:
+        """The condition at ``entry`` in one line (``always`` when it has none)."""
+        return self.conditions.get(entry, ALWAYS).text
 
     def settings_of(self, entry: str) -> tuple[str, ...]:
         """The settings a rule entry's condition names (``"Grouping:aware"``), for explanations."""
