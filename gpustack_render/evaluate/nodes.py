@@ -15,6 +15,7 @@ from gpustack_render.evaluate.names import NameNormaliser
 from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.k8s import LABEL_NAME, quantity_ceil, valid_label_value
 from gpustack_render.rules import Rules
+from gpustack_render.rules.model import AnnotationIdSource
 
 OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"  # Kubernetes' well-known labels
 
@@ -83,12 +84,12 @@ class NodeEvaluator:
         id_prefix = ""
         for i, source in enumerate(g.idPrefix):
             raw = key[1 + i]
-            if hasattr(source, "annotation"):
+            if isinstance(source, AnnotationIdSource):
                 if raw and not raw.startswith("@"):
                     max_length = self.rules.id_prefix_max_length[i](manu=manu)
                     id_prefix = self.names.normalize(raw, manu, max(max_length, 0), source.stripCruft)
                     if steps is not None:
-                        cruft = self.names.cruft_trace(raw) if source.stripCruft else []  # type: ignore[union-attr]
+                        cruft = self.names.cruft_trace(raw) if source.stripCruft else []
                         steps.append({"step": f"idPrefix[{i}]", "applies": True, "value": id_prefix, "input": raw,
                                       "cruft": cruft, "afterCruft": cruft[-1] if cruft else raw,
                                       "afterCharacterPass": id_prefix, "maxLength": max(max_length, 0)})

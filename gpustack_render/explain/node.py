@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpustack_render.rules.model import CruftCutAt, CruftDelete, CruftRegex
+from gpustack_render.rules.model import AnnotationIdSource, CruftCutAt, CruftDelete, CruftRegex
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.explain.base import Explainer, Report, Section, show, show_quantity, why_not
@@ -52,7 +52,7 @@ def gkey_trace(x: Explainer, name: str) -> tuple[str, list[dict[str, Any]]]:
         i = int(kind[len("idPrefix["):-1])
         source = g.idPrefix[i]
         origin = x.rule("Normalisation", "gKey", "idPrefix", i)
-        if hasattr(source, "annotation"):
+        if isinstance(source, AnnotationIdSource):
             raw = step["input"]
             if not step["applies"]:
                 state = "absent or empty" if not raw else f"{show(raw)} starts with '@' (unresolved)"

@@ -346,7 +346,7 @@ def preset_trace(x: Explainer, name: str) -> tuple[str | None, list[str], list[s
     assert decision is not None, name
     presets = x.rules.presets
     manufacturer = decision.input("manufacturer")
-    rows = presets.manufacturers.get(manufacturer) or []
+    rows = presets.manufacturers.get(manufacturer) or ()
     # the matcher's flat entries are the rows' prefixes in order (rules/compile.py)
     entries = [(i, j, prefix) for i, row in enumerate(rows) for j, prefix in enumerate(row.prefixes)]
     lines: list[str] = []
