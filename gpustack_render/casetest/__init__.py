@@ -74,7 +74,7 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import AbstractSet, Any, Callable, Iterable, Sequence
 
 import yaml
 
@@ -179,12 +179,7 @@ def load_case(path: Path) -> Case:
         raw = yaml.safe_load(case_file.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
         raise CaseDefinitionError(f"{where}: cannot read: {err}") from err
-    if not isinstance(raw, dict):
-        raise CaseDefinitionError(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - _CASE_FIELDS)
-    if unknown:
-        raise CaseDefinitionError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                  f"(known: {', '.join(sorted(_CASE_FIELDS))})")
+    _check_fields(raw, _CASE_FIELDS, where, "must be a mapping")
     description = raw.get("description")
     if not isinstance(description, str) or not description.strip():
         raise CaseDefinitionError(f"{where}: description: required, a non-empty string")
@@ -214,15 +209,20 @@ def load_case(path: Path) -> Case:
                 expect=_load_selection(raw.get("expect"), command, f"{where}: expect"))
 
 
+def _check_fields(raw: Any, known: AbstractSet[str], where: str, not_mapping: str) -> None:
+    """A case-file mapping: a mapping, with no field outside ``known``."""
+    if not isinstance(raw, dict):
+        raise CaseDefinitionError(f"{where}: {not_mapping}")
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise CaseDefinitionError(f"{where}: unknown field(s) {', '.join(unknown)} "
+                                  f"(known: {', '.join(sorted(known))})")
+
+
 def _load_selection(raw: Any, command: str, where: str) -> Selection:
     if raw is None:
         return Selection()
-    if not isinstance(raw, dict):
-        raise CaseDefinitionError(f"{where}: must be a mapping with kinds and/or names")
-    unknown = sorted(set(raw) - _EXPECT_FIELDS)
-    if unknown:
-        raise CaseDefinitionError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                  f"(known: {', '.join(sorted(_EXPECT_FIELDS))})")
+    _check_fields(raw, _EXPECT_FIELDS, where, "must be a mapping with kinds and/or names")
     selection = Selection(kinds=_string_list(raw.get("kinds"), f"{where}.kinds"),
                           names=_string_list(raw.get("names"), f"{where}.names"))
     if selection.everything:
