@@ -27,13 +27,43 @@ __all__ = ["ACCEL_FLAVOR_FIELDS", "CAPACITY_VARIABLES", "CPU_FLAVOR_FIELDS", "HO
            "SavedStopPolicyRule", "StopPolicyRule", "load_rules"]
 
 
+# Compiled rules by directory and the bytes of its rule files: a process that loads the same rules
+# again (the test suite runs the CLI thousands of times in one interpreter; ``casetest`` runs every
+# case against one directory) compiles them once. Rules are frozen, so sharing them is safe; only
+# successful loads are kept, and any edit to a file is a new key.
+_LOADED: dict[tuple[str, tuple[tuple[str, bytes], ...]], Rules] = {}
+_LOADED_MAX = 32
+
+
+def _content_key(rules_dir: Path) -> tuple[str, tuple[tuple[str, bytes], ...]] | None:
+    try:
+        files = sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        return str(rules_dir), tuple((p.name, p.read_bytes()) for p in files)
+    except OSError:
+        return None  # the loader words the problem
+
+
 def load_rules(rules_dir: Path | None = None) -> Rules:
-    """Load, validate and compile a rules directory (the packaged defaults when ``None``).
+    """Load, validate and compile a rules directory (the packaged defaults when ``None``), once per
+    distinct content (see ``_LOADED``)."""
+    rules_dir = rules_dir or default_rules_dir()
+    key = _content_key(rules_dir)
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
+    rules = _load(rules_dir)
+    if key is not None:
+        if len(_LOADED) >= _LOADED_MAX:
+            del _LOADED[next(iter(_LOADED))]
+        _LOADED[key] = rules
+    return rules
+
+
+def _load(rules_dir: Path) -> Rules:
+    """Load, validate and compile a rules directory.
 
     All problems of all files are reported at once: when some files of a rules directory are
     broken, their cross-references are resolved against the built-in rules of those kinds; when
     the built-in rules themselves are broken, every intact kind is still compiled and checked."""
-    rules_dir = rules_dir or default_rules_dir()
     problems: list[Problem] = []
     documents = read_documents(rules_dir, problems)
     unreadable = sum(p.message.startswith("invalid YAML") for p in problems)
