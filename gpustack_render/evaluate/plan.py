@@ -73,8 +73,9 @@ class ClusterQueuePlan:
     kept_resource_groups: Any
     admission_checks: list[str]
     stop_policy: str
-    decision: str = ""
     refusal: str = ""  # the refusal reason (TooManyFlavors, ...) when the plan was refused
+    # why each value was decided is not kept here (templates see only this): the evaluator records it,
+    # when explain asks, as Decisions (evaluate/record.py)
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """ClusterQueues (stage4-chain.md §2): flavor selection, the validated resource group, refusals,
-stopPolicy and admission checks. Each decision is recorded on the plan for ``explain``."""
+stopPolicy and admission checks. Each decision is recorded (when a recorder is given) for ``explain``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gpustack_render.snapshot import inputs
@@ -15,6 +16,16 @@ from gpustack_render.k8s import format_decimal_si
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
 
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a queue's plan is refused: ``text`` is what the warning and ``ClusterQueuePlan.refusal``
+    say; ``flavors`` and ``nodes`` are the objects it names, so that ``explain`` can tell which Nodes
+    and flavors a refusal is about without searching the text for their names."""
+
+    text: str
+    flavors: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
 
 
 class NodeMatcher:
@@ -49,6 +60,17 @@ class QueueBuilder:
         self.aware = rules.is_aware(settings)
         self.akey_prefix = rules.normalisation.aKey.labelPrefix
         self.M = rules.units_per_accelerator
+        if recorder is not None:
+            self._record_node_labels(recorder)
+
+    def _record_node_labels(self, recorder: Recorder) -> None:
+        """Which managed Nodes each flavor's ``spec.nodeLabels`` select (the matcher's answer, the one
+        the refusals are decided on), beside the Nodes that contribute to it: a Node selected but not
+        contributing makes a queue with the flavor overlap or not conserve its quota."""
+        for flavor in self.flavors:
+            recorder.record(f"ResourceFlavor/{flavor.name}", Decision(
+                "flavor.nodeLabels", sorted(self.matcher.matches.get(flavor.name, [])),
+                inputs=(("nodeLabels", dict(flavor.node_labels)), ("contributing", list(flavor.nodes)))))
 
     def build(self, name: str, general_group: str, accelerator_group: str, acceleratable: bool, os: str,
               arch: str, inactive: bool, it_deleting: bool = False) -> ClusterQueuePlan:
@@ -59,7 +81,6 @@ class QueueBuilder:
         existing = self.snapshot.cluster_queues.get(name)
         plan = ClusterQueuePlan(name=name, labels=labels, annotations={}, covered_resource="", flavors=[],
                                 kept_resource_groups=None, admission_checks=[], stop_policy="None")
-        decisions = [f"selected {len(selected)} flavor(s) by {dict(selector)}"]
         quotas: list[int] = []
         refusal = self._refusal(name, selected) if selected else None
         if selected and refusal is None:
@@ -71,30 +92,40 @@ class QueueBuilder:
             plan.flavors = [QueueFlavorQuota(f.name, plan.covered_resource, format_decimal_si(value))
                             for f, value in zip(selected, quotas)]
         elif refusal is not None:
-            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal}); "
+            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal.text}); "
                            + ("keeping the snapshot's resource groups" if existing and
                               existing.raw_resource_groups else "no resource groups"))
-            decisions.append(f"plan refused: {refusal}")
-            plan.refusal = refusal
+            plan.refusal = refusal.text
             if existing and existing.raw_resource_groups:
                 plan.kept_resource_groups = self._without_finalizing(existing.raw_resource_groups)
-        plan.stop_policy, why = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
-        decisions.append(why)
+        plan.stop_policy = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         if plan.flavors or plan.kept_resource_groups:
             plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"
         facts = {"acceleratable": acceleratable}
         plan.admission_checks = [c.name for c in self.rules.admission_checks
                                  if c.when(facts, self.settings) and self._check_active(c.name)]
         plan.annotations = dict(sorted(plan.annotations.items()))
-        plan.decision = "; ".join(decisions)
         if self.recorder is not None:
-            self._record(self.recorder, plan, dict(selector), selected, quotas, facts)
+            self._record_instance_type(self.recorder, name, (general_group, accelerator_group, acceleratable, os,
+                                                             arch, inactive), it_deleting)
+            self._record(self.recorder, plan, dict(selector), selected, quotas, facts, refusal)
         return plan
 
+    def _record_instance_type(self, recorder: Recorder, name: str, spec: tuple[str, str, bool, str, str, bool],
+                              deleting: bool) -> None:
+        """Which InstanceType the queue was built from (``derived`` from a pool, the ``snapshot``'s, or
+        the snapshot's one ``deleting``) and the spec values it read: a snapshot InstanceType always
+        wins over a derived one of the same name (InstanceTypes are create-only)."""
+        source = "deleting" if deleting else "snapshot" if name in self.snapshot.instance_types else "derived"
+        keys = ("generalGroup", "acceleratorGroup", "acceleratable", "os", "arch", "inactive")
+        recorder.record(f"ClusterQueue/{name}", Decision("queue.instanceType", source, inputs=tuple(zip(keys, spec))))
+
     def _record(self, recorder: Recorder, plan: ClusterQueuePlan, selector: dict[str, str],
-                selected: list[FlavorPlan], quotas: list[int], facts: Mapping[str, Any]) -> None:
+                selected: list[FlavorPlan], quotas: list[int], facts: Mapping[str, Any],
+                refusal: Refusal | None) -> None:
         """The queue's selection (and, for flavors of its kind, the label that kept each out), the
-        quota's inputs and value, and the admission-check verdicts, for ``explain``."""
+        quota's inputs and value, the refusal with the flavors and Nodes it names, and the
+        admission-check verdicts, for ``explain``."""
         subject, origins = f"ClusterQueue/{plan.name}", self.rules.origins
         kind_label = self.rules.vocabulary.acceleratableLabel
         names = {f.name for f in selected}
@@ -111,8 +142,9 @@ class QueueBuilder:
                          "quota": ({"capacity": f.capacity, "count": f.count, "nodes": len(f.nodes), "M": self.M},
                                    quotas[i]) if quotas else None}
                         for i, f in enumerate(selected)) + tuple(rejected)))
-        if plan.refusal:
-            recorder.record(subject, Decision("queue.refusal", plan.refusal))
+        if refusal is not None:
+            recorder.record(subject, Decision("queue.refusal", refusal.text, inputs=(
+                ("flavors", list(refusal.flavors)), ("nodes", list(refusal.nodes)))))
         for i, check in enumerate(self.rules.admission_checks):
             rule = f"Queues:admissionChecks.{i}"
             recorder.record(subject, Decision(
@@ -139,28 +171,32 @@ class QueueBuilder:
             return True
         return not any(c.type == "Active" and c.status == "False" for c in check.status.conditions)
 
-    def _refusal(self, name: str, selected: list[FlavorPlan]) -> str | None:
+    def _refusal(self, name: str, selected: list[FlavorPlan]) -> Refusal | None:
         limit = self.rules.max_flavors_per_group
         if len(selected) > limit:
-            return f"TooManyFlavors: {len(selected)} flavors, at most {limit}"
+            return Refusal(f"TooManyFlavors: {len(selected)} flavors, at most {limit}")
         missing = [f.name for f in selected if f.profile in self.missing_profiles]
         if missing:
-            return f"MissingTopology: flavor(s) {', '.join(missing)} have no Topology"
+            return Refusal(f"MissingTopology: flavor(s) {', '.join(missing)} have no Topology", tuple(missing))
         names = {f.name for f in selected}
         for nodes, matched in self.matcher.by_signature:
             both = sorted(matched & names)
             if len(both) >= 2:
-                return (f"OverlappingSelectors: Node {min(nodes)} matches flavors {both[0]} and {both[1]}")
+                node = min(nodes)
+                return Refusal(f"OverlappingSelectors: Node {node} matches flavors {both[0]} and {both[1]}",
+                               (both[0], both[1]), (node,))
         for flavor in selected:
             nodes_matched = len(self.matcher.matches.get(flavor.name, []))
             if nodes_matched * flavor.count != flavor.capacity:
-                return (f"NonConservedQuota: flavor {flavor.name} has capacity {flavor.capacity} but "
-                        f"{nodes_matched} managed Node(s) x {flavor.count} match its nodeLabels")
+                return Refusal(f"NonConservedQuota: flavor {flavor.name} has capacity {flavor.capacity} but "
+                               f"{nodes_matched} managed Node(s) x {flavor.count} match its nodeLabels",
+                               (flavor.name,))
         return None
 
     def _lifecycle(self, plan: ClusterQueuePlan, selected: list[FlavorPlan], existing: inputs.ClusterQueue | None,
-                   inactive: bool, it_deleting: bool, acceleratable: bool) -> tuple[str, str]:
-        """The first lifecycle rule (rules/lifecycle.yaml) that holds decides; returns (policy, why)."""
+                   inactive: bool, it_deleting: bool, acceleratable: bool) -> str:
+        """The first lifecycle rule (rules/lifecycle.yaml) that holds decides the stop policy (with a
+        recorder, it records the rule and, for a drain, the save rule)."""
         markers = self.rules.lifecycle_markers
         annotations = (existing.metadata.annotations or {}) if existing else {}
         current = existing.spec.stopPolicy if existing else ""
@@ -180,17 +216,15 @@ class QueueBuilder:
                 plan.flavors = []
                 plan.kept_resource_groups = existing.raw_resource_groups if existing else None
             plan.annotations.update(rule.annotations)
-            why = f"stopPolicy {rule.stop_policy} by lifecycle rule '{rule.name}' ({rule.origin})"
             if rule.save_stop_policy:
                 value, save_why = self._saved_policy(facts, current, annotations.get(markers.savedStopPolicy, ""),
                                                      plan.annotations)
                 plan.annotations[markers.savedStopPolicy] = value
-                why += f"; saves {value} by save rule {save_why}"
                 if self.recorder is not None:
                     self.recorder.record(f"ClusterQueue/{plan.name}", Decision(
                         "lifecycle.save", value, inputs=(("currentStopPolicy", current),), steps=(save_why,)))
-            return rule.stop_policy, why
-        return "None", "stopPolicy None: no lifecycle rule applied"
+            return rule.stop_policy
+        return "None"
 
     def _record_lifecycle(self, recorder: Recorder, queue: str, index: int, facts: Mapping[str, Any]) -> None:
         """The lifecycle rule that decided the stop policy, with its verdict over the facts it read."""

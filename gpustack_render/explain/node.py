@@ -235,20 +235,22 @@ def _flavors_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
             section.add(f"no flavor for {akey}: {why or 'contributes does not hold'}", accel_origin)
     if not facts.akeys:
         section.add("no accelerated flavor: the Node has no aKey")
-    if facts.managed:
-        for flavor in x.plan.flavors:
-            if facts.name not in flavor.nodes and flavor.node_labels.items() <= facts.converged.items():
-                section.add(f"NOTE: ResourceFlavor/{flavor.name} does not contain this Node but its spec.nodeLabels "
-                            f"select it (a queue selecting both flavors is refused: OverlappingSelectors)")
+    for flavor in x.plan.flavors:
+        selects = x.decision(f"ResourceFlavor/{flavor.name}", "flavor.nodeLabels")
+        assert selects is not None, flavor.name  # every rendered flavor records what its nodeLabels select
+        if facts.name in selects.result and facts.name not in flavor.nodes:
+            section.add(f"NOTE: ResourceFlavor/{flavor.name} does not contain this Node but its spec.nodeLabels "
+                        f"select it (a queue selecting both flavors is refused: OverlappingSelectors)")
     queues = [q for q in x.plan.cluster_queues if any(f.name in fed for f in q.flavors)]
     for queue in queues:
         mine = [f for f in queue.flavors if f.name in fed]
         section.add(f"its flavors are in ClusterQueue/{queue.name}: "
                     + ", ".join(f"{f.name} ({f.resource} {f.nominal_quota})" for f in mine))
     for queue in x.plan.cluster_queues:
-        if queue in queues or not getattr(queue, "refusal", ""):
+        refusal = x.decision(f"ClusterQueue/{queue.name}", "queue.refusal")
+        if queue in queues or refusal is None:
             continue
-        if facts.name in queue.refusal or any(name in queue.refusal for name in fed):
+        if facts.name in refusal.input("nodes", ()) or any(name in fed for name in refusal.input("flavors", ())):
             section.add(f"ClusterQueue/{queue.name} refused its plan because of this Node's flavors: {queue.refusal}")
     report.facts["flavors"] = fed
     report.facts["clusterQueues"] = [q.name for q in queues]

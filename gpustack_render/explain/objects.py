@@ -100,8 +100,9 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         nodes.add(name, x.node_ref(name))
     if first:
         nodes.add(f"notes come from {first} (the contributing Node with the smallest name)")
-    matching = sorted(f.name for f in x.facts.values()
-                      if f.managed and flavor.node_labels.items() <= f.converged.items())
+    selects = x.decision(f"ResourceFlavor/{flavor.name}", "flavor.nodeLabels")
+    assert selects is not None, flavor.name  # every rendered flavor records what its nodeLabels select
+    matching: list[str] = selects.result
     if matching != sorted(flavor.nodes):
         extra = sorted(set(matching) - set(flavor.nodes))
         nodes.add(f"NOTE: spec.nodeLabels also select managed Node(s) that do not contribute: {', '.join(extra)} "
@@ -128,18 +129,23 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
 # --- ClusterQueue --------------------------------------------------------------------------------
 
 def _instance_type_source(x: Explainer, name: str) -> tuple[str, dict[str, Any]]:
-    derived = next((it for it in x.plan.instance_types if it.name == name), None)
-    if derived is not None:
-        return "derived", {"generalGroup": derived.general_group, "acceleratorGroup": derived.accelerator_group,
-                           "acceleratable": derived.acceleratable, "os": derived.os, "arch": derived.arch,
-                           "inactive": False}
-    for deleting, types in ((False, x.snapshot.instance_types), (True, x.snapshot.deleted_instance_types)):
-        if name in types:
-            spec = types[name].spec
-            return "deleting" if deleting else "snapshot", {
-                "generalGroup": spec.generalGroup or x.rules.generic_group, "acceleratorGroup": spec.acceleratorGroup,
-                "acceleratable": spec.acceleratable, "os": spec.os, "arch": spec.arch, "inactive": spec.inactive}
-    return "unknown", {}
+    """Which InstanceType the queue was built from (derived, snapshot, deleting) and the spec values
+    the queue read, as the evaluator recorded them."""
+    decision = x.decision(f"ClusterQueue/{name}", "queue.instanceType")
+    assert decision is not None, name  # every rendered queue records its InstanceType
+    return str(decision.result), dict(decision.inputs)
+
+
+def _decisions(x: Explainer, queue: ClusterQueuePlan) -> list[str]:
+    """The queue's decisions, one line each, from the records: its flavor selection, the refusal,
+    the stop policy (and what a drain saves)."""
+    selection = _selection(x, queue.name)
+    out = [f"selected {len(selection.result)} flavor(s) by {selection.input('selector')}"]
+    refusal = x.decision(f"ClusterQueue/{queue.name}", "queue.refusal")
+    if refusal is not None:
+        out.append(f"plan refused: {refusal.result}")
+    out.append(_stop_reason(x, queue))
+    return out
 
 
 def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
@@ -148,10 +154,8 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     origin, spec = _instance_type_source(x, queue.name)
     if origin == "derived":
         it_ref = f"InstanceType/{queue.name} (derived)"
-    elif origin in ("snapshot", "deleting"):
-        it_ref = x.snap_ref("InstanceType", queue.name) + (" (being deleted)" if origin == "deleting" else "")
     else:
-        it_ref = f"InstanceType/{queue.name}"
+        it_ref = x.snap_ref("InstanceType", queue.name) + (" (being deleted)" if origin == "deleting" else "")
     aware = x.rules.is_aware(x.settings)
     acceleratable = queue.labels.get(x.vocab.acceleratableLabel) == "true"
     selection = _selection(x, queue.name)
@@ -197,10 +201,11 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         prov[("metadata", "labels", x.vocab.generalGroupPrefix + spec["generalGroup"])] = [
             f"spec.generalGroup={show(spec['generalGroup'])} of {it_ref}",
             *x.settings_of("Grouping:aware")]
+    decisions = _decisions(x, queue)
     markers = getattr(rules, "lifecycle_markers", None)
     if markers is not None:
         for marker in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold):
-            prov[("metadata", "annotations", marker)] = [_clean(queue.decision), x.rule("Lifecycle", "markers")]
+            prov[("metadata", "annotations", marker)] = ["; ".join(decisions), x.rule("Lifecycle", "markers")]
     for i, check in enumerate(queue.admission_checks):
         index = next((j for j, c in enumerate(rules.admission_checks) if c.name == check), None)
         prov[("spec", "admissionChecksStrategy", "admissionChecks", i)] = [
@@ -286,7 +291,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     report.facts.update(instanceType=origin, selector=selector, selected=list(selection.result),
                         quota=[{"flavor": f.name, "resource": f.resource, "nominalQuota": f.nominal_quota}
                                for f in queue.flavors],
-                        stopPolicy=queue.stop_policy, decision=_clean(queue.decision),
+                        stopPolicy=queue.stop_policy, decision="; ".join(decisions), decisions=decisions,
                         refusal=getattr(queue, "refusal", "") or None,
                         admissionChecks=list(queue.admission_checks))
     x.settings_report(report, x.named("Grouping:aware", "Queues:deriveInstanceTypes", "Lifecycle:*"))
@@ -485,13 +490,30 @@ def explain_local_queue(x: Explainer, item: Any) -> Report:
     return report
 
 
-def explain_topology(x: Explainer, item: Any) -> Report:
+def _topology_decision(x: Explainer, item: Any) -> tuple[str, bool]:
+    """(the profile a rendered Topology is for, whether its levels are the configured ones rather
+    than the snapshot's), as the evaluator recorded them when it planned the Topologies."""
+    decision = x.decision(f"Topology/{item.name}", "topology")
+    if decision is None:
+        return _topology_decision_unrecorded(x, item)
+    return str(decision.input("profile")), decision.input("levelsFrom") == "configured"
+
+
+def _topology_decision_unrecorded(x: Explainer, item: Any) -> tuple[str, bool]:
+    """The same answer for an evaluation that does not record its Topology plan yet
+    (evaluate/chain.py ``build_topologies`` takes no recorder): delete this once it records
+    ``topology`` decisions (the patch is in the h6 report of issue 13)."""
     from gpustack_render.evaluate.nodes import profile_of_levels
     rules = x.rules
-    report = Report("Topology", item.name, template=x.template("Topology"))
     profile = next((f.profile for f in x.facts.values()
                     if rules.topology_name.render({"profile": f.profile}) == item.name), "")
-    configured = profile_of_levels(rules, list(rules.topology_levels)) == profile
+    return profile, profile_of_levels(rules, list(rules.topology_levels)) == profile
+
+
+def explain_topology(x: Explainer, item: Any) -> Report:
+    rules = x.rules
+    report = Report("Topology", item.name, template=x.template("Topology"))
+    profile, configured = _topology_decision(x, item)
     levels_from = ([x.rule("Topology", "levels", value=list(rules.topology_levels)) + " (hash to the profile)"]
                    if configured else [x.snap_ref("Topology", item.name, "spec.levels (hash to the profile; the "
                                                                          "configured levels do not)")])
