@@ -123,6 +123,11 @@ def test_every_recorded_decision_is_shown(label: str) -> None:
             subject = target
             selection = records.first(subject, "queue.selection")
             assert selection is not None and report["facts"]["selected"] == selection.result, target
+            source = records.first(subject, "queue.instanceType")
+            assert source is not None and report["facts"]["instanceType"] == source.result, target
+            assert any(s["title"] == f"InstanceType ({source.result})" for s in report["sections"]), target
+            refusal = records.first(subject, "queue.refusal")
+            assert refusal is None or f"plan refused: {refusal.result}" in text, target
             for flavor in selection.result:
                 assert f"selected {flavor}:" in text, target
             for decision in records.of(subject, "admissionCheck"):
@@ -133,6 +138,12 @@ def test_every_recorded_decision_is_shown(label: str) -> None:
             assert report["facts"]["stopPolicy"] == lifecycle.result, target
             save = records.first(subject, "lifecycle.save")
             assert save is None or f"saves {save.result}" in text, target
+            checked += 1
+        elif kind == "ResourceFlavor":
+            selects = records.first(target, "flavor.nodeLabels")
+            assert selects is not None, target
+            extra = sorted(set(selects.result) - set(selects.input("contributing")))
+            assert all(node in text for node in extra), (target, extra)
             checked += 1
         elif kind == "InstanceType" and report["rendered"]:
             preset = records.first(target, "preset")
