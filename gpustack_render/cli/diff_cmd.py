@@ -9,6 +9,7 @@ import click
 
 from gpustack_render.cli.common import chain_inputs, command_body, prepare, templates_option, write_stdout
 from gpustack_render.errors import EXIT_NEGATIVE, EXIT_OK, UserError
+from gpustack_render.timing import stage
 
 if TYPE_CHECKING:  # imported lazily at run time: `--help` stays fast
     from gpustack_render import pipeline
@@ -47,8 +48,10 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         policy = diff.DiffPolicy(ctx.rules.diff)
         from gpustack_render import pipeline
         desired = pipeline.render_objects(ctx, templates_dir)
-        current = read_manifests(against) if against is not None else list(ctx.snapshot.raw.values())
-        changes = diff.compare(desired, current, policy, set(ctx.snapshot.raw))
+        with stage("current"):
+            current = read_manifests(against, desired) if against is not None else list(ctx.snapshot.raw.values())
+        with stage("compare"):
+            changes = diff.compare(desired, current, policy, set(ctx.snapshot.raw))
         if include_node_patches:
             changes += diff.node_changes(ctx.snapshot.nodes, pipeline.node_patches(ctx))
         summary = diff.summarise(changes)
