@@ -11,13 +11,13 @@ import binascii
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from gpustack_render.snapshot import inputs
+from gpustack_render.snapshot import fastjson, inputs
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
@@ -62,6 +62,26 @@ class Snapshot:
 class _Source:
     obj: dict[str, Any]
     file: str
+
+
+@dataclass
+class _TypedSource:
+    """An object of a bulk kind typed while its file was decoded (:mod:`.fastjson`)."""
+
+    item: fastjson.TypedItem
+    file: str
+
+
+def _same(first: _Source | _TypedSource, second: _Source | _TypedSource) -> bool:
+    """Whether two objects of one identity are the same object: equal as ``json.loads`` reads them
+    (as the dicts were compared before); the same JSON text is that without reading it."""
+    if isinstance(first, _TypedSource) and isinstance(second, _TypedSource) and first.item.raw == second.item.raw:
+        return True
+    return bool(_plain(first) == _plain(second))
+
+
+def _plain(source: _Source | _TypedSource) -> Any:
+    return fastjson.plain(source.item.raw) if isinstance(source, _TypedSource) else source.obj
 
 
 def expand_paths(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
@@ -111,9 +131,40 @@ def read_documents(paths: Iterable[str], problems: list[Problem],
             yield display, doc
 
 
-def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str]) -> list[_Source]:
-    return [_Source(obj, display) for display, doc in read_documents(paths, problems, files)
-            for obj in flatten_lists(doc, display, problems)]
+def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str],
+                  fast_models: Callable[[str, str], type | None]) -> list[_Source | _TypedSource]:
+    """Every object of ``paths`` in order. A JSON file is decoded from bytes, its bulk kinds typed on
+    the way (:mod:`.fastjson`); a file that reader declines is read as before (same messages)."""
+    out: list[_Source | _TypedSource] = []
+    for display, path in expand_paths(paths):
+        files.append(display)
+        stdin_text = sys.stdin.read() if path is None else None
+        items = fastjson.read_items(_bytes_of(path, stdin_text), fast_models)
+        if items is not None:
+            for item in items:
+                if isinstance(item, fastjson.TypedItem):
+                    out.append(_TypedSource(item, display))
+                else:
+                    out.extend(_Source(obj, display) for obj in flatten_lists(item, display, problems))
+            continue
+        try:
+            docs = parse_documents(read_text(path, display) if path is not None else stdin_text or "", display)
+        except UserError as err:
+            problems.extend(err.problems)
+            continue
+        finally:
+            stdin_text = None  # as large as the snapshot: freed before the objects are typed
+        out.extend(_Source(obj, display) for doc in docs for obj in flatten_lists(doc, display, problems))
+    return out
+
+
+def _bytes_of(path: Path | None, stdin_text: str | None) -> bytes:
+    """A file's bytes for the fast reader; ``b""`` (which it declines) when only the slow path can
+    word what is wrong (unreadable file, stdin that was not UTF-8)."""
+    try:
+        return path.read_bytes() if path is not None else (stdin_text or "").encode("utf-8")
+    except (OSError, UnicodeEncodeError):
+        return b""
 
 
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
@@ -210,12 +261,15 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
     problems: list[Problem] = []
     models = inputs.models(worker_group)
     files: list[str] = []
-    sources = _read_objects(paths, problems, files)
-    seen: dict[tuple[str, str, str, str], _Source] = {}
+    sources = _read_objects(paths, problems, files, fastjson.fast_models_for(models))
+    seen: dict[tuple[str, str, str, str], _Source | _TypedSource] = {}
     snap = Snapshot()
     used: set[str] = set()
     settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
     for source in sources:
+        if isinstance(source, _TypedSource):
+            _place_typed(snap, source, seen, used, problems)
+            continue
         ident = _identity(source.obj)
         if isinstance(ident, str):
             problems.append(Problem(ident, file=source.file))
@@ -235,7 +289,7 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
             namespace = ""  # every other kind read is cluster-scoped (Namespace included)
             ident = (group, kind, "", name)
         if ident in seen:
-            if seen[ident].obj != source.obj:
+            if not _same(seen[ident], source):
                 problems.append(Problem(f"conflicts with a different object of the same identity in "
                                         f"{seen[ident].file}", file=source.file,
                                         obj=_object_label(kind, namespace, name)))
@@ -259,11 +313,28 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
     return snap
 
 
+def _place_typed(snap: Snapshot, source: _TypedSource, seen: dict[tuple[str, str, str, str], _Source | _TypedSource],
+                 used: set[str], problems: list[Problem]) -> None:
+    """What the loop of :func:`load_snapshot` does for an object of a bulk kind (cluster-scoped,
+    never the settings object), typed already."""
+    item = source.item
+    name = item.typed.metadata.name
+    ident = (item.group, item.kind, "", name)
+    used.add(source.file)
+    if ident in seen:
+        if not _same(seen[ident], source):
+            problems.append(Problem(f"conflicts with a different object of the same identity in "
+                                    f"{seen[ident].file}", file=source.file, obj=_object_label(item.kind, "", name)))
+        return
+    seen[ident] = source
+    _place_bulk(snap, item.kind, item.typed, source.file)
+
+
 def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
-              seen: dict[tuple[str, str, str, str], _Source], problems: list[Problem]) -> None:
+              seen: dict[tuple[str, str, str, str], _Source | _TypedSource], problems: list[Problem]) -> None:
     """Keep an object of a :data:`RAW_ONLY_KINDS` kind; the same identity twice must be the same object."""
     if ident in seen:
-        if seen[ident].obj != source.obj:
+        if not _same(seen[ident], source):
             problems.append(Problem(f"conflicts with a different object of the same identity in {seen[ident].file}",
                                     file=source.file, obj=_object_label(*ident[1:])))
         return
@@ -271,21 +342,33 @@ def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
     snap.raw[ident] = source.obj
 
 
-def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
-           settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
+_BULK_KINDS = frozenset({"Node", "Devices", "Namespace"})
+
+
+def _place_bulk(snap: Snapshot, kind: str, typed: Any, file: str) -> None:
+    """A Node, Devices or Namespace (typed by pydantic or msgspec: the same attributes)."""
     meta: inputs.Meta = typed.metadata
     deleting = meta.deletionTimestamp is not None
-    snap.files[(kind, meta.name)] = source.file
+    snap.files[(kind, meta.name)] = file
     if kind == "Node":
         snap.node_objects += 1
         if not deleting:
             snap.nodes[meta.name] = typed
     elif kind == "Devices":
         snap.devices[meta.name] = typed
-    elif kind == "Namespace":
-        if not deleting and typed.status.phase != "Terminating":
-            snap.namespaces.append(meta.name)
-    elif kind == "InstanceType":
+    elif not deleting and typed.status.phase != "Terminating":  # a Namespace
+        snap.namespaces.append(meta.name)
+
+
+def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
+           settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
+    if kind in _BULK_KINDS:
+        _place_bulk(snap, kind, typed, source.file)
+        return
+    meta: inputs.Meta = typed.metadata
+    deleting = meta.deletionTimestamp is not None
+    snap.files[(kind, meta.name)] = source.file
+    if kind == "InstanceType":
         spec = typed.spec
         if spec.acceleratable and not spec.acceleratorGroup:
             problems.append(Problem("required when spec.acceleratable is true", file=source.file,
@@ -302,7 +385,7 @@ def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
         snap.resource_flavors[meta.name] = typed
     else:
         settings_objects.append((kind, source.file, typed))
-    if kind not in ("Node", "Devices", "Namespace", "Secret", "ConfigMap"):
+    if kind not in ("Secret", "ConfigMap"):
         api = source.obj["apiVersion"]
         snap.raw[(api.rpartition("/")[0], kind, meta.namespace or "", meta.name)] = source.obj
 

@@ -333,9 +333,20 @@ def _fix(struct: Any, name: str, convert: Any) -> None:
         raise ValueError(err.message()) from None
 
 
-@lru_cache(maxsize=1 << 14)
+# The value of each binary suffix (Kubernetes' grammar, read from parse_quantity itself).
+_BINARY_UNITS = {suffix: parse_quantity("1" + suffix).numerator for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")}
+
+
+@lru_cache(maxsize=1 << 16)
 def _quantity_text(text: str) -> Fraction:
-    """Capacity values repeat across thousands of Nodes: parsed once each (errors are not cached)."""
+    """Capacity values repeat across thousands of Nodes: parsed once each (errors are not cached).
+    Memory and storage differ per Node (``1844435235Ki``): plain digits, with or without a binary
+    suffix, are read here without the general parser's regex and Fraction arithmetic (the same
+    exact value: ``parse_quantity`` multiplies the same integers)."""
+    unit = _BINARY_UNITS.get(text[-2:], 1)
+    digits = text[:-2] if unit != 1 else text
+    if 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit():
+        return Fraction(int(digits) * unit)
     try:
         return parse_quantity(text)
     except QuantityError as err:
