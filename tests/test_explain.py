@@ -566,18 +566,20 @@ def test_cli_help_documents_target_first() -> None:
     ("nvidia", "", None, "the product is empty: fallback"),
 ])
 def test_preset_trace_formats_the_matchers_steps(manufacturer: str, product: str, tier: str | None, says: str) -> None:
+    from gpustack_render.evaluate.names import NameNormaliser
     from gpustack_render.evaluate.presets import PresetMatcher
     from gpustack_render.evaluate.record import Decision, Records
     from gpustack_render.explain.objects import preset_trace
     ctx = _context((DEMO,))
     x = Explainer(ctx, {}, None)
+    names = NameNormaliser(ctx.rules)
     steps: list[dict[str, Any]] = []
-    matched = PresetMatcher(ctx.rules, x.names).tier(manufacturer, product, steps)
+    matched = PresetMatcher(ctx.rules, names).tier(manufacturer, product, steps)
     x.records = Records()
     x.records.record("InstanceType/t", Decision("preset", None, inputs=(("manufacturer", manufacturer),
                                                                         ("product", product)), steps=tuple(steps)))
     got, lines, _ = preset_trace(x, "t")
-    assert got == tier == matched == PresetMatcher(ctx.rules, x.names).tier(manufacturer, product)
+    assert got == tier == matched == PresetMatcher(ctx.rules, names).tier(manufacturer, product)
     assert any(says in line for line in lines), lines
 
 

@@ -130,7 +130,6 @@ class Explainer:
 
     def __init__(self, ctx: Context, setting_sources: Mapping[str, tuple[str, str]],
                  templates_dir: Path | None) -> None:
-        from gpustack_render.evaluate.names import NameNormaliser
         from gpustack_render.rules.resources import default_templates_dir
         self.ctx, self.rules, self.snapshot, self.settings = ctx, ctx.rules, ctx.snapshot, ctx.settings
         self.records = ctx.records  # first: the evaluation that explain reads is the recording one
@@ -138,7 +137,6 @@ class Explainer:
         self.facts = {f.name: f for f in ctx.evaluation.node_facts}
         self.sources = setting_sources
         self.templates_dir = templates_dir or default_templates_dir()
-        self.names = NameNormaliser(ctx.rules)
         self.akey_prefix = ctx.rules.normalisation.aKey.labelPrefix
         assert ctx.rules.vocabulary is not None
         self.vocab = ctx.rules.vocabulary  # label keys and values, from rules/vocabulary.yaml
