@@ -1,6 +1,7 @@
 """Rule files → positioned documents and validated models (shape), in our own words.
 
-Positions come from ruamel's round-trip nodes; pydantic's messages never reach the user."""
+Positions come from the position maps of :mod:`gpustack_render.yamlpos` (libyaml), or from ruamel's
+round-trip nodes for a file that reader declines; pydantic's messages never reach the user."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.rules import schema
 from gpustack_render.yamlio import load_roundtrip
+from gpustack_render.yamlpos import Position, PositionedMap, PositionedSeq
 
 Loc = tuple[str | int, ...]
 
@@ -26,23 +28,45 @@ class Document:
     model: Any = None
 
 
+def _key_at(node: Any, key: Any) -> Position | None:
+    if type(node) is PositionedMap:
+        return node.positions.keys[key]
+    lc = getattr(node, "lc", None)  # a file read by ruamel
+    return lc.key(key) if lc else None
+
+
+def _value_at(node: Any, key: Any) -> Position | None:
+    if type(node) is PositionedMap:
+        return node.positions.values[key]
+    lc = getattr(node, "lc", None)
+    return lc.value(key) if lc else None
+
+
+def _item_at(node: Any, index: int) -> Position | None:
+    if type(node) is PositionedSeq:
+        if index < 0:  # as ruamel's table, keyed by the non-negative indexes
+            raise IndexError(index)
+        return node.positions.items[index]
+    lc = getattr(node, "lc", None)
+    return lc.item(index) if lc else None
+
+
 def position(data: Any, loc: Loc, *, at_key: bool = False) -> tuple[int | None, int | None]:
-    """Walk ruamel's round-trip nodes along ``loc``; the deepest position found wins (1-based).
+    """Walk the document's nodes along ``loc``; the deepest position found wins (1-based).
 
     A scalar is pointed at by its value (that is what is wrong), a mapping or list by its key;
     ``at_key`` points at the last key itself, for problems of the key (an unknown key)."""
     line = col = None
     node = data
     for i, part in enumerate(loc):
-        lc = getattr(node, "lc", None)
         try:
             if isinstance(part, int) and isinstance(node, list) and part < len(node):
-                pos = lc.item(part) if lc else None
+                pos = _item_at(node, part)
                 node = node[part]
             elif isinstance(node, dict) and part in node:
                 scalar = not isinstance(node[part], (dict, list))
                 use_value = scalar and not (at_key and i == len(loc) - 1)
-                pos = (lc.value(part) if use_value else lc.key(part)) if lc else None
+                pos = _value_at(node, part) if use_value else _key_at(node, part)
                 node = node[part]
             else:
                 break
@@ -179,6 +203,9 @@ def _header_problem(data: Any, display: str) -> Problem | None:
 def start_position(data: Any) -> tuple[int | None, int | None]:
     """Where a parsed document begins (its first key or item), 1-based: the place for a problem of
     the whole document, such as a missing top-level key."""
+    if type(data) is PositionedMap or type(data) is PositionedSeq:
+        line, col = data.positions.start
+        return line + 1, col + 1
     lc = getattr(data, "lc", None)
     if lc is None or lc.line is None:
         return 1, 1
@@ -223,7 +250,6 @@ def record_origins(doc: Document, origins: dict[str, str]) -> None:
 
     Same positions as :func:`position`: a scalar's value, a mapping's or list's key."""
     def walk(node: Any, path: tuple[str | int, ...]) -> None:
-        lc = getattr(node, "lc", None)
         if isinstance(node, dict):
             children = [(key, node[key]) for key in node]
         elif isinstance(node, list):
@@ -233,9 +259,9 @@ def record_origins(doc: Document, origins: dict[str, str]) -> None:
         for key, value in children:
             try:
                 if isinstance(node, list):
-                    pos = lc.item(key) if lc else None
+                    pos = _item_at(node, key)
                 else:
-                    pos = (lc.key(key) if isinstance(value, (dict, list)) else lc.value(key)) if lc else None
+                    pos = _key_at(node, key) if isinstance(value, (dict, list)) else _value_at(node, key)
             except (KeyError, IndexError, TypeError, AttributeError):
                 pos = None
             sub = path + (key,)
