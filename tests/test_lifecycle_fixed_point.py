@@ -280,9 +280,10 @@ class Render:
         lifecycle_rules = {rule.name for rule in ctx.rules.lifecycle}
         assert RENDERER_HOLDS <= lifecycle_rules, f"lifecycle rules renamed? {sorted(lifecycle_rules)}"
         self.rule_of: dict[str, str] = {}
+        records = ctx.records  # the recording evaluation: the lifecycle rule that decided each stopPolicy
         for queue in ctx.evaluation.plan.cluster_queues:
-            found = re.search(r"lifecycle rule '([^']+)'", queue.decision)
-            self.rule_of[queue.name] = found.group(1) if found else ""
+            decided = records.first(f"ClusterQueue/{queue.name}", "lifecycle")
+            self.rule_of[queue.name] = str(decided.input("rule")) if decided is not None else ""
 
     def text(self, objects: list[dict[str, Any]] | None = None) -> str:
         objects = self.objects if objects is None else objects
