@@ -20,6 +20,7 @@ from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import identity, mapping_field
 from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
+from gpustack_render.render import slots
 from gpustack_render.render.sandbox import BoundedSandbox, time_budget
 from gpustack_render.yamlio import NotSimple, load_simple_block, load_yaml_text
 
@@ -30,11 +31,13 @@ TIME_PER_OBJECT_S = 0.002
 # One rendered object may be this large (characters): a template that multiplies strings or loops
 # into a huge manifest fails here instead of in kubectl.
 MAX_OBJECT_CHARS = 1_000_000
+# Kinds with this many objects are rendered through slots (slots.py); a few objects are not worth
+# compiling the template a second time.
+SLOT_MIN_ITEMS = 16
 _DATA_MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "labels"), ("spec", "nodeLabels"))
 
 
-def _quote(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=isinstance(value, dict))
+_quote = slots.quote
 
 
 class Renderer:
@@ -45,7 +48,10 @@ class Renderer:
         self.env = BoundedSandbox(loader=FileSystemLoader(str(self.dir)), undefined=StrictUndefined,
                                         autoescape=False, keep_trailing_newline=True)
         self.env.filters["q"] = _quote
+        self._recorder = slots.install(self.env)
+        self._shapes = slots.ShapeCache()
         self._templates: dict[str, Template] = {}
+        self._slotted: dict[str, Template | None] = {}
         problems = []
         for kind in RENDER_KINDS + (CATALOG_KIND,):
             try:
@@ -62,13 +68,23 @@ class Renderer:
         if not items:
             return []
         template, path = self._templates[kind], str(self.dir / f"{kind}.yaml.j2")
+        slotted = self._slotted_template(kind) if len(items) >= SLOT_MIN_ITEMS else None
         try:
             with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
-                texts = [_sized(template.render(obj=item), path) for item in items]
+                if slotted is not None:
+                    rendered = slots.render_all(self.env, slotted, items, self._recorder,
+                                                lambda length: _check_size(length, path))
+                else:
+                    texts = [_sized(template.render(obj=item), path) for item in items]
         except TemplateError as err:
             raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
                 from None
-        objects = _parse_rendered(texts, path)
+        if slotted is not None:
+            objects = self._shapes.build(rendered)
+            if objects is None:  # read from the real texts, exactly as before
+                objects = _parse_rendered(self._real_texts(rendered, template, items, path), path)
+        else:
+            objects = _parse_rendered(texts, path)
         if len(objects) != len(items) or not all(isinstance(o, dict) for o in objects):
             raise UserError([Problem("template must produce exactly one mapping per object", file=path)])
         problems = [p for obj, item in zip(objects, items) for p in _shape_problems(obj, item, kind, path)]
@@ -79,6 +95,25 @@ class Renderer:
         for obj in objects:
             _tidy(obj)
         return objects
+
+    def _slotted_template(self, kind: str) -> Template | None:
+        """The kind's slotted template (slots.py), compiled on first use."""
+        if kind not in self._slotted:
+            self._slotted[kind] = slots.slotted_template(self.env, f"{kind}.yaml.j2")
+        return self._slotted[kind]
+
+    def _real_texts(self, rendered: list[slots.Rendered], template: Template, items: Sequence[Any],
+                    path: str) -> list[str]:
+        try:
+            return [one.real_text() for one in rendered]
+        except NotSimple:  # cannot happen for straight outputs; render the real texts again
+            pass
+        try:
+            with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
+                return [_sized(template.render(obj=item), path) for item in items]
+        except TemplateError as err:
+            raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
+                from None
 
     def render_plan(self, plan: Plan) -> list[dict[str, Any]]:
         """Every rendered object, ordered by kind, then namespace, then name."""
@@ -115,10 +150,14 @@ def _parse_rendered(texts: list[str], path: str) -> list[Any]:
 
 
 def _sized(text: str, path: str) -> str:
-    if len(text) > MAX_OBJECT_CHARS:
-        raise UserError.single(f"the template renders an object of {len(text):,} characters, over the limit "
-                               f"of {MAX_OBJECT_CHARS:,}", file=path)
+    _check_size(len(text), path)
     return text
+
+
+def _check_size(length: int, path: str) -> None:
+    if length > MAX_OBJECT_CHARS:
+        raise UserError.single(f"the template renders an object of {length:,} characters, over the limit "
+                               f"of {MAX_OBJECT_CHARS:,}", file=path)
 
 
 def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> list[Problem]:

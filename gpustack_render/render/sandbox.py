@@ -9,6 +9,7 @@ for a whole rendering pass (a timer signal, so only where signals can be deliver
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 from contextlib import contextmanager
@@ -21,6 +22,25 @@ from jinja2.sandbox import SandboxedEnvironment
 MAX_RANGE = 10_000          # items one range() may produce
 MAX_REPEAT = 1_000_000      # characters / items a `*` repetition may produce
 MAX_POWER_BITS = 4_096      # bits a `**` result may have
+
+
+# A dataclass field not starting with ``_`` is an attribute the sandbox always allows (its checks look
+# at the name and at the object's type, never at a data value's content), so plan items' fields are
+# read without them: 45,000 reads at 10,000 Nodes. Values of other types take the sandbox's way.
+_DATA_VALUES = frozenset({str, int, bool, float, type(None), dict, list, tuple})
+_NO_FIELDS: frozenset[str] = frozenset()
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _public_fields(cls: type) -> frozenset[str]:
+    """The public dataclass fields of instances of ``cls`` (none for other classes)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _NO_FIELDS
+        if dataclasses.is_dataclass(cls) and not issubclass(cls, type):
+            fields = frozenset(f.name for f in dataclasses.fields(cls) if not f.name.startswith("_"))
+        _FIELDS[cls] = fields
+    return fields
 
 
 def bounded_range(*args: int) -> range:
@@ -36,6 +56,13 @@ class BoundedSandbox(SandboxedEnvironment):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.globals["range"] = bounded_range
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if attribute in _public_fields(type(obj)):
+            value = getattr(obj, attribute)
+            if type(value) in _DATA_VALUES:
+                return value
+        return super().getattr(obj, attribute)
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":

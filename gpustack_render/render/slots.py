@@ -1,0 +1,363 @@
+"""Rendering a kind without re-reading every object's text: values enter as slots.
+
+Every value enters a template through the ``q`` filter (JSON). Reading back 10,000 rendered texts
+line by line cost more than rendering them, although they differ only in those values. So a second
+compilation of each template (the *slotted* one) writes, for each ``{{ expr | q }}`` whose output
+goes straight into the document, a private token instead of the JSON and records the value. The
+text with tokens is the object's *shape*; each distinct shape is read once with the same reader as
+before (:func:`gpustack_render.yamlio.load_simple_block`), and every object is then built from its
+shape with, at each token's place, exactly what that reader returns for the value's JSON there.
+
+Why that is exact: a token belongs to the same lexical class as the JSON it stands for (a JSON
+string, object or array, or a plain scalar), contains nothing the reader's line and separator tests
+look at (no newline, ``: ``, `` #``, quote or backslash escape it could misread), and its characters
+survive every reading, so a token is recognised only where the reader decoded exactly its span as
+that class, which is where it decodes the real JSON the same way:
+
+* a JSON string token (``"<U+E000>N<U+E001>"``) read as a whole string: the real JSON string
+  decodes to the value (``json`` round-trips every ``str``);
+* an object token (``{"<U+E002>N<U+E001>": 0}``) or an array token (``["<U+E003>N<U+E001>", ": "]``)
+  read by the JSON decoder: the real text is decoded by the same decoder (its float and constant
+  hooks included). Both carry ``": "``, so where the reader would split a real non-empty object at
+  its first ``": "`` (a sequence item, a key) the token fails too and the kind takes the old path;
+* a plain token (``<U+E004>N'\\<U+E001>``, for numbers, booleans, null) read as a whole plain
+  scalar: the reader resolves the real text as a plain scalar there (``_plain``). Its quote and
+  backslash make it unreadable in single or double quotes or in JSON, so it cannot be recognised
+  where the real text would be read as a quoted string.
+
+Anything else sends the whole kind down the old path, with the real texts rebuilt from the chunks
+the template yielded (no second rendering, so a template that changes its input is not run twice):
+a token inside a larger scalar or key, a token missing or repeated, a token character written by
+the template or a value outside ``q``, a shape outside the fast reader's subset, a value whose JSON
+the fast reader would refuse (characters libyaml must judge, exponent floats, NaN), a template whose
+``q`` output is captured rather than written (macros, ``{% set %}`` blocks, filter and call blocks,
+recursive loops, inheritance). The object size limit is checked on the real size, computed from the
+values' JSON lengths without building the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, Iterable, Sequence
+
+from jinja2 import Environment, Template, nodes
+from jinja2.ext import Extension
+
+from gpustack_render.yamlio import _JSON, _SIMPLE_TEXT_BAD, NotSimple, _plain, load_simple_block
+
+SLOT_FILTER = "q slot"          # a filter name no template can write (it has a space)
+_MARKERS = re.compile("[\ue000-\ue004]")
+_STRING_TOKEN = re.compile("\ue000([0-9]+)\ue001")
+_PLAIN_TOKEN = re.compile("\ue004([0-9]+)'\\\\\ue001")
+_OBJECT_KEY = re.compile("\ue002([0-9]+)\ue001")
+_ARRAY_ITEM = re.compile("\ue003([0-9]+)\ue001")
+_MAX_DEPTH = 60                 # nesting the generated builder may have (Python's parser has limits)
+
+STRING, OBJECT, ARRAY, PLAIN = 0, 1, 2, 3
+
+
+# ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` builds an encoder per call with these
+# arguments; these are the same encoders, built once (dumps does nothing else with them).
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODE_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+# What that encoder writes for a str (its C string encoder).
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def quote(value: Any) -> str:
+    """The ``q`` filter: JSON, which YAML reads back unchanged."""
+    return _ENCODE_SORTED(value) if isinstance(value, dict) else _ENCODE(value)
+
+
+def _token(form: int, index: int) -> str:
+    return (f'"\ue000{index}\ue001"', f'{{"\ue002{index}\ue001": 0}}', f'["\ue003{index}\ue001", ": "]',
+            f"\ue004{index}'\\\ue001")[form]
+
+
+# Token texts per form and slot number, made once: the same objects in every render, so a yielded
+# chunk is recognised as a token by identity.
+_TOKENS: tuple[list[str], ...] = tuple([_token(form, n) for n in range(64)] for form in range(4))
+
+
+def token(form: int, index: int) -> str:
+    texts = _TOKENS[form]
+    while len(texts) <= index:
+        texts.append(_token(form, len(texts)))
+    return texts[index]
+
+
+class Slot:
+    """One ``q`` call: the value's JSON (its length counts for the size limit; the old path reads
+    it) and what the fast reader makes of it there, if it reads it (``simple``)."""
+
+    __slots__ = ("form", "reading", "text", "simple")
+
+    def __init__(self, form: int, reading: Any, text: str, simple: bool) -> None:
+        self.form, self.reading, self.text, self.simple = form, reading, text, simple
+
+
+class Recorder:
+    """The slots of the object being rendered. Readings of immutable values are memoised per
+    distinct value (label values and names repeat across thousands of objects); containers are
+    read afresh on every call, so no two objects share a mutable part."""
+
+    def __init__(self) -> None:
+        self.slots: list[Slot] = []
+        self.delta = 0  # the real text's length minus the shape's
+        self.strings: dict[str, Slot] = {}
+        self.scalars: dict[tuple[type, Any], Slot] = {}  # ints, booleans, None
+
+    def string(self, value: str) -> Slot:
+        text = _encode_string(value)
+        slot = self.strings[value] = Slot(STRING, value, text, _SIMPLE_TEXT_BAD.search(text) is None)
+        return slot
+
+    def other(self, value: Any) -> Slot:
+        kind = type(value)
+        if kind is int or kind is bool or value is None:
+            slot = self.scalars.get((kind, value))
+            if slot is None:
+                slot = self.scalars[(kind, value)] = _generic(value)
+            return slot
+        return _generic(value)
+
+
+def _take(value: Any, recorder: Recorder) -> str:
+    """The slot filter: record ``value``, write its token."""
+    if type(value) is str:
+        slot = recorder.strings.get(value) or recorder.string(value)
+    else:
+        slot = recorder.other(value)
+    slots = recorder.slots
+    index = len(slots)
+    slots.append(slot)
+    texts = _TOKENS[slot.form]
+    text = texts[index] if index < len(texts) else token(slot.form, index)
+    recorder.delta += len(slot.text) - len(text)
+    return text
+
+
+def _generic(value: Any) -> Slot:
+    """A value read exactly as the reader reads its JSON text (any error ``q`` raises, raised
+    the same, when the template calls it)."""
+    text = quote(value)
+    first = text[0]
+    form = STRING if first == '"' else OBJECT if first == "{" else ARRAY if first == "[" else PLAIN
+    if _SIMPLE_TEXT_BAD.search(text):
+        return Slot(form, None, text, False)
+    try:
+        if form == PLAIN:
+            reading = _plain(text)
+        else:
+            reading, end = _JSON.raw_decode(text)
+            if end != len(text):
+                raise NotSimple(text)
+    except NotSimple:
+        return Slot(form, None, text, False)
+    return Slot(form, reading, text, True)
+
+
+class SlotExtension(Extension):
+    """Holds the recorder the slotted templates write to; templates cannot reach it (it is named
+    only by the rewritten syntax tree, as ``environment.extensions[...]``)."""
+
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        self.recorder = Recorder()
+
+
+# Statements whose body is written straight to the output (not captured into a value).
+_STRAIGHT = (nodes.If, nodes.With, nodes.Scope)
+
+
+def _rewrite(body: Iterable[nodes.Node], identifier: str) -> int:
+    """Turn every ``{{ expr | q }}`` written straight to the output into a slot; returns how many."""
+    count = 0
+    for node in body:
+        if isinstance(node, nodes.Output):
+            for child in node.nodes:
+                if isinstance(child, nodes.Filter) and child.name == "q" and child.node is not None \
+                        and not child.args and not child.kwargs and child.dyn_args is None \
+                        and child.dyn_kwargs is None:
+                    child.name = SLOT_FILTER
+                    child.args = [nodes.ExtensionAttribute(identifier, "recorder", lineno=child.lineno)]
+                    count += 1
+        elif isinstance(node, nodes.If):
+            count += _rewrite(node.body, identifier) + _rewrite(node.elif_, identifier) \
+                + _rewrite(node.else_, identifier)
+        elif isinstance(node, nodes.For) and not node.recursive:
+            count += _rewrite(node.body, identifier) + _rewrite(node.else_, identifier)
+        elif isinstance(node, _STRAIGHT):
+            count += _rewrite(node.body, identifier)
+    return count
+
+
+def slotted_template(env: Environment, name: str) -> Template | None:
+    """``name`` compiled with its straight ``q`` outputs as slots, or ``None`` when it has none or
+    uses inheritance (a child's top-level output is not written)."""
+    if env.loader is None:
+        return None
+    try:
+        source, filename, uptodate = env.loader.get_source(env, name)
+        tree = env.parse(source, name, filename)
+        if tree.find(nodes.Extends) is not None:
+            return None
+        identifier = SlotExtension.identifier
+        if not _rewrite(tree.body, identifier):
+            return None
+        code = env.compile(tree, name, filename)
+        return env.template_class.from_code(env, code, env.make_globals(None), uptodate)
+    except Exception:  # the real template was compiled already; this one is only a shortcut
+        return None
+
+
+def install(env: Environment) -> Recorder:
+    """Register the slot filter and extension on ``env``; the recorder the slotted templates use."""
+    env.add_extension(SlotExtension)
+    env.filters[SLOT_FILTER] = _take
+    extension = env.extensions[SlotExtension.identifier]
+    assert isinstance(extension, SlotExtension)
+    return extension.recorder
+
+
+class _Shape:
+    """One distinct shape: how to build an object from its slots' readings, or ``None`` when the
+    shape cannot be used (see the module docstring)."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[list[Slot]], Any] | None) -> None:
+        self.build = build
+
+
+def _compile_shape(text: str, slots: int) -> _Shape:
+    if len(_MARKERS.findall(text)) != 2 * slots:
+        return _Shape(None)
+    try:
+        tree = load_simple_block(text)
+    except NotSimple:
+        return _Shape(None)
+    except Exception:  # the reader failed where libyaml must give the message: the old path does
+        return _Shape(None)
+    constants: list[Any] = []
+    found: list[int] = []
+    try:
+        source = _source(tree, constants, found, 0)
+    except NotSimple:
+        return _Shape(None)
+    if sorted(found) != list(range(slots)):
+        return _Shape(None)
+    build = eval(compile(f"lambda s: {source}", "<shape>", "eval"), {"c": constants})  # noqa: S307 (indices only)
+    return _Shape(build)
+
+
+def _slot_index(value: Any) -> tuple[int, int] | None:
+    """``(form, index)`` when ``value`` is a token's reading."""
+    kind = type(value)
+    if kind is str:
+        match = _STRING_TOKEN.fullmatch(value)
+        if match:
+            return STRING, int(match.group(1))
+        match = _PLAIN_TOKEN.fullmatch(value)
+        if match:
+            return PLAIN, int(match.group(1))
+        if _MARKERS.search(value):
+            raise NotSimple("token inside a scalar")
+    elif kind is dict and len(value) == 1:
+        ((key, item),) = value.items()
+        match = _OBJECT_KEY.fullmatch(key) if type(key) is str else None
+        if match and type(item) is int and item == 0:
+            return OBJECT, int(match.group(1))
+    elif kind is list and len(value) == 2 and type(value[0]) is str and value[1] == ": ":
+        match = _ARRAY_ITEM.fullmatch(value[0])
+        if match:
+            return ARRAY, int(match.group(1))
+    return None
+
+
+def _source(value: Any, constants: list[Any], found: list[int], depth: int) -> str:
+    """A Python expression building ``value`` afresh, slots as ``s[i]``, leaves as ``c[i]``."""
+    if depth > _MAX_DEPTH:
+        raise NotSimple("deep")
+    slot = _slot_index(value)
+    if slot is not None:
+        found.append(slot[1])
+        return f"s[{slot[1]}].reading"
+    kind = type(value)
+    if kind is dict:
+        parts = [f"{_source(k, constants, found, depth + 1)}: {_source(v, constants, found, depth + 1)}"
+                 for k, v in value.items()]
+        return "{" + ", ".join(parts) + "}"
+    if kind is list:
+        return "[" + ", ".join(_source(v, constants, found, depth + 1) for v in value) + "]"
+    if kind not in (str, int, float, bool, type(None)):
+        raise NotSimple(kind.__name__)
+    constants.append(value)
+    return f"c[{len(constants) - 1}]"
+
+
+class Rendered:
+    """One object as the slotted template wrote it."""
+
+    __slots__ = ("chunks", "slots", "shape")
+
+    def __init__(self, chunks: list[str], slots: list[Slot], shape: str) -> None:
+        self.chunks, self.slots, self.shape = chunks, slots, shape
+
+    def real_text(self) -> str:
+        """The text the template renders (the slots' JSON at the tokens' places)."""
+        out, slots, index = [], self.slots, 0
+        for chunk in self.chunks:
+            if index < len(slots) and chunk is token(slots[index].form, index):
+                out.append(slots[index].text)
+                index += 1
+            else:
+                out.append(chunk)
+        if index != len(slots):
+            raise NotSimple("tokens out of order")
+        return "".join(out)
+
+
+def render_all(env: Environment, template: Template, items: Sequence[Any], recorder: Recorder,
+               check_size: Callable[[int], None]) -> list[Rendered]:
+    """Every item through the slotted ``template``, as ``template.render(obj=item)`` would run it
+    (a context of the template's globals plus ``obj``, errors raised through jinja's handler)."""
+    root, context_class = template.root_render_func, env.context_class
+    name, blocks, globals_ = template.name, template.blocks, template.globals
+    flat = dict(globals_)
+    out = []
+    for item in items:
+        recorder.slots = []
+        recorder.delta = 0
+        parent = flat.copy()
+        parent["obj"] = item
+        try:
+            chunks = list(root(context_class(env, parent, name, blocks, globals=globals_)))
+        except Exception:
+            env.handle_exception()
+        shape = "".join(chunks)
+        check_size(len(shape) + recorder.delta)
+        out.append(Rendered(chunks, recorder.slots, shape))
+    return out
+
+
+class ShapeCache:
+    """Distinct shapes of one renderer, compiled once."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[str, _Shape] = {}
+
+    def build(self, rendered: Sequence[Rendered]) -> list[Any] | None:
+        """The objects, or ``None`` when one of them must be read from its real text."""
+        shapes = self._shapes
+        for one in rendered:
+            if not all(slot.simple for slot in one.slots):
+                return None
+            shape = shapes.get(one.shape)
+            if shape is None:
+                shape = shapes[one.shape] = _compile_shape(one.shape, len(one.slots))
+            if shape.build is None:
+                return None
+        return [shapes[one.shape].build(one.slots) for one in rendered]  # type: ignore[misc]
+
