@@ -7,7 +7,7 @@ from typing import Mapping
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, UserError
-from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
+from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts, NodeShape
 from gpustack_render.evaluate.plan import FlavorPlan
 from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.rules import FlavorKind, Rules
@@ -45,6 +45,8 @@ class FlavorBuilder:
         self._groups: dict[tuple[str, tuple[object, ...]], FlavorPlan] = {}
         self._names: dict[str, tuple[str, tuple[object, ...]]] = {}
         self._akey_prefix = rules.normalisation.aKey.labelPrefix
+        # per NodeShape: the flavors its Nodes join (with the aKey) and the warnings they get
+        self._replays: dict[NodeShape, tuple[list[tuple[FlavorPlan, str]], list[str]]] = {}
 
     def _fields(self, facts: NodeFacts, akey: str, count: int) -> dict[str, object]:
         return {"gKey": facts.gkey, "gManu": facts.gmanu, "os": facts.os, "arch": facts.arch,
@@ -52,10 +54,23 @@ class FlavorBuilder:
                 "manufacturer": akey.split("-", 1)[0] if akey else ""}
 
     def add_node(self, facts: NodeFacts, node: inputs.Node) -> None:
+        """Add the Node to the flavors it contributes to. Which flavors those are, and what it is
+        warned about, depend only on its :class:`NodeShape`: decided for the first Node of a shape
+        and replayed for the others (unless recording, which decides every Node)."""
+        shape = facts.shape if self.recorder is None else None
+        replay = self._replays.get(shape) if shape is not None else None
+        if replay is not None:
+            for flavor, akey in replay[0]:
+                self._join(flavor, facts, node, akey)
+            for warning in replay[1]:
+                self.diag.warn(f"Node/{facts.name}: {warning}")
+            return
+        joined: list[tuple[FlavorPlan, str]] = []
+        warnings: list[str] = []
         cpu_kind, accel_kind = self.rules.flavor_cpu, self.rules.flavor_accelerated
         recorder = self.recorder
         if cpu_kind.contributes(facts.facts, self.settings):
-            self._add(cpu_kind, facts, node, "", facts.cpu_count)
+            joined.append((self._add(cpu_kind, facts, node, "", facts.cpu_count), ""))
         if recorder is not None:
             self._record(recorder, facts, "cpu", "", facts.facts, None)
         for akey in facts.akeys:
@@ -64,16 +79,18 @@ class FlavorBuilder:
             if count <= 0:
                 if facts.managed:
                     state = f"={raw!r} is not a positive integer" if raw else " is missing"
-                    self.diag.warn(f"Node/{facts.name}: label {self._akey_prefix}{akey}.count{state}; "
-                                   f"no flavor for {akey}")
+                    warnings.append(f"label {self._akey_prefix}{akey}.count{state}; no flavor for {akey}")
+                    self.diag.warn(f"Node/{facts.name}: {warnings[-1]}")
                 if recorder is not None:
                     self._record(recorder, facts, "accelerated", akey, None, raw)
                 continue
             node_facts = dict(facts.facts, acceleratorCount=count)
             if accel_kind.contributes(node_facts, self.settings):
-                self._add(accel_kind, facts, node, akey, count)
+                joined.append((self._add(accel_kind, facts, node, akey, count), akey))
             if recorder is not None:
                 self._record(recorder, facts, "accelerated", akey, node_facts, raw)
+        if shape is not None:
+            self._replays[shape] = (joined, warnings)
 
     def _record(self, recorder: Recorder, facts: NodeFacts, kind: str, akey: str,
                 node_facts: Mapping[str, object] | None, count_label: str | None) -> None:
@@ -88,7 +105,7 @@ class FlavorBuilder:
             f"flavor.{kind}", verdict.value if verdict is not None else False, rule,
             self.rules.origins.get(rule, ""), inputs, verdict))
 
-    def _add(self, kind: FlavorKind, facts: NodeFacts, node: inputs.Node, akey: str, count: int) -> None:
+    def _add(self, kind: FlavorKind, facts: NodeFacts, node: inputs.Node, akey: str, count: int) -> FlavorPlan:
         fields = self._fields(facts, akey, count)
         key = ("a" if akey else "c", tuple(fields[f] for f in kind.key))
         flavor = self._groups.get(key)
@@ -101,6 +118,10 @@ class FlavorBuilder:
                 profile=facts.profile, topology_name=self.rules.topology_name.render({"profile": facts.profile}),
                 nodes=[])
             flavor.node_labels = self._node_labels(kind, facts, akey, count)
+        self._join(flavor, facts, node, akey)
+        return flavor
+
+    def _join(self, flavor: FlavorPlan, facts: NodeFacts, node: inputs.Node, akey: str) -> None:
         if not flavor.nodes or facts.name < flavor.nodes[0]:
             flavor.notes = self._notes(facts, node, akey)  # the smallest Node name supplies notes
             flavor.nodes.insert(0, facts.name)

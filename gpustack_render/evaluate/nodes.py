@@ -1,13 +1,18 @@
 """Stage 3 per Node: gKey, aKeys, the worker NodeFeature labels, converged labels and facts.
 
-Work is cached per distinct input (CPU identity, label set shape) because 10,000-node snapshots
-repeat a handful of machine types.
+Work is done once per distinct input, not per Node, because 10,000-node snapshots repeat a handful
+of machine types: a Node's *signature* is the values of exactly the labels, annotations and
+capacity the compiled rules make this stage read (the keys come from the rules, never from a list
+here), and every Node with the same signature shares one :class:`NodeShape`. Only the converged
+label view, which keeps every label of the Node, is built per Node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from fractions import Fraction
+from operator import itemgetter
+from typing import Callable, Mapping
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
@@ -25,9 +30,50 @@ def profile_of_levels(rules: Rules, levels: tuple[str, ...] | list[str]) -> str:
     return rules.profile_format.render({"levels": "\x00".join(levels)})
 
 
+@dataclass(frozen=True, eq=False)
+class NodeShape:
+    """Everything stage 3 derives from a Node's signature, shared by the Nodes that have it (compared
+    by identity: later stages cache their own per-signature work on it). Never mutated.
+
+    ``problems`` are (message, field path) and ``warnings`` the text after ``Node/NAME: ``, both in
+    the order the evaluation finds them; each Node that has this shape reports them with its name."""
+
+    gkey: str
+    gmanu: str
+    cpu_count: int
+    akeys: tuple[str, ...]
+    has_accelerator: bool
+    os: str
+    arch: str
+    profile: str
+    managed: bool
+    feature: dict[str, str]
+    facts: dict[str, object]
+    converged_update: dict[str, str]   # applied to the Node's labels (less the dropped keys)
+    problems: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class _KeySet:
+    """What a Node's label *keys* (in order) decide, computed once per distinct key tuple: which
+    labels the signature reads (``read``: those of them present, ``values`` fetches theirs in one
+    C call), which the converged view drops, and which topology levels are absent."""
+
+    read: tuple[str, ...]
+    values: Callable[[Mapping[str, str]], object]
+    drop: tuple[str, ...]
+    missing_levels: tuple[str, ...]
+
+
+_NO_VALUES: Callable[[Mapping[str, str]], object] = lambda _labels: ()
+
+
 @dataclass
 class NodeFacts:
-    """What stage 4 needs of one Node, computed once."""
+    """What stage 4 needs of one Node, computed once. ``shape`` is the per-signature evaluation it
+    was built from (``None`` when the evaluation was recorded for ``explain``, which bypasses the
+    caches)."""
 
     name: str
     gkey: str
@@ -42,6 +88,7 @@ class NodeFacts:
     feature_labels: dict[str, str]
     converged: dict[str, str]
     facts: dict[str, object] = field(default_factory=dict)
+    shape: NodeShape | None = None
 
 
 class NodeEvaluator:
@@ -60,6 +107,19 @@ class NodeEvaluator:
         self._akey_prefix, self._akey_value = norm.aKey.labelPrefix, norm.aKey.value
         self._manufacturers = set(rules.manufacturers)
         self._levels_to_check = [lvl for lvl in rules.topology_levels if lvl != "kubernetes.io/hostname"]
+        # The signature: the label keys the rules make this stage read (plus, per key set, those
+        # under the aKey prefix), the idPrefix annotations and the CPU count.
+        g = norm.gKey
+        exact = [g.manufacturer.label]
+        for source in g.idPrefix:
+            if not isinstance(source, AnnotationIdSource):
+                exact.extend(source.labels)
+        exact += [self._acceleratable, rules.managed_key, self._profile_label, OS_LABEL, ARCH_LABEL]
+        self._exact_keys = tuple(dict.fromkeys(exact))
+        self._annotation_keys = tuple(s.annotation for s in g.idPrefix if isinstance(s, AnnotationIdSource))
+        self._key_sets: dict[tuple[str, ...], _KeySet] = {}
+        self._shapes: dict[tuple[object, ...], NodeShape] = {}
+        self._cpu_counts: dict[int, tuple[Fraction | None, int]] = {}
 
     def gkey(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
         g = self.rules.normalisation.gKey
@@ -155,19 +215,74 @@ class NodeEvaluator:
                 rejected.append((key, "value"))
         return sorted(found)
 
+    def _key_set(self, keys: tuple[str, ...]) -> _KeySet:
+        prefix, general, cpu_only = self._akey_prefix, self._general, self.rules.cpu_only_key
+        present = set(keys)
+        read = tuple(k for k in self._exact_keys if k in present) + tuple(
+            k for k in keys if k.startswith(prefix) and k not in self._exact_keys)
+        found = self._key_sets[keys] = _KeySet(
+            read, itemgetter(*read) if read else _NO_VALUES,
+            tuple(k for k in keys if k.startswith(general) or k == cpu_only),
+            tuple(lvl for lvl in self._levels_to_check if lvl not in present))
+        return found
+
+    def _cpu_count(self, cpu: Fraction | None) -> int:
+        """``status.capacity.cpu`` rounded up. Equal quantities are mostly one shared object (the
+        snapshot parses each text once), so the result is kept per object, the object with it."""
+        hit = self._cpu_counts.get(id(cpu))
+        if hit is not None and hit[0] is cpu:
+            return hit[1]
+        count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
+        self._cpu_counts[id(cpu)] = (cpu, count)
+        return count
+
     def evaluate(self, node: inputs.Node, problems: list[Problem]) -> NodeFacts:
         meta = node.metadata
         labels = meta.labels or {}
         annotations = meta.annotations or {}
-        label = f"Node/{meta.name}"
+        keys = tuple(labels)
+        key_set = self._key_sets.get(keys) or self._key_set(keys)
+        cpu_count = self._cpu_count((node.status.capacity or {}).get("cpu"))
+        recorder = self.recorder
+        if recorder is None:
+            signature = (key_set, key_set.values(labels), tuple(map(annotations.get, self._annotation_keys)),
+                         cpu_count)
+            shape = self._shapes.get(signature)
+            if shape is None:
+                shape = self._shapes[signature] = self._read_shape(labels, annotations, cpu_count, key_set)
+        else:
+            shape = self._read_shape(labels, annotations, cpu_count, key_set)
+        name = meta.name
+        if shape.problems:
+            problems.extend(Problem(message, obj=f"Node/{name}", path=path) for message, path in shape.problems)
+        for warning in shape.warnings:
+            self.diag.warn(f"Node/{name}: {warning}")
+        converged = labels.copy()
+        for key in key_set.drop:
+            del converged[key]
+        converged.update(shape.converged_update)
+        if recorder is not None:
+            self._record(recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
+        return NodeFacts(name, shape.gkey, shape.gmanu, shape.cpu_count, list(shape.akeys), shape.has_accelerator,
+                         shape.os, shape.arch, shape.profile, shape.managed, dict(shape.feature), converged,
+                         dict(shape.facts), shape if recorder is None else None)
+
+    def _read_shape(self, labels: Mapping[str, str], annotations: Mapping[str, str], cpu_count: int,
+                    key_set: _KeySet) -> NodeShape:
+        """The evaluation of one signature, handed only what the signature holds (the labels of
+        ``key_set.read``, the idPrefix annotations): that is what makes sharing it sound."""
+        return self._shape({k: labels[k] for k in key_set.read},
+                           {k: annotations[k] for k in self._annotation_keys if k in annotations}, cpu_count, key_set)
+
+    def _shape(self, labels: Mapping[str, str], annotations: Mapping[str, str], cpu_count: int,
+               key_set: _KeySet) -> NodeShape:
+        problems: list[tuple[str, str]] = []
+        warnings: list[str] = []
         gkey = self.gkey(labels, annotations)
         if len(gkey) > self.rules.normalisation.gKey.maxLength or not LABEL_NAME.match(gkey):
-            problems.append(Problem(f"derived CPU key '{gkey}' is not a valid label name of at most "
-                                    f"{self.rules.normalisation.gKey.maxLength} characters", obj=label,
-                                    path="metadata.labels"))
+            problems.append((f"derived CPU key '{gkey}' is not a valid label name of at most "
+                             f"{self.rules.normalisation.gKey.maxLength} characters", "metadata.labels"))
         gmanu = gkey.split("-", 1)[0]
-        cpu = (node.status.capacity or {}).get("cpu")
-        cpu_count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
         akeys = self.akeys(labels)
         has_accel = labels.get(self._acceleratable) == "true" or bool(akeys)
         facts: dict[str, object] = {"hasAccelerator": has_accel, "cpuCount": cpu_count}
@@ -187,31 +302,26 @@ class NodeEvaluator:
             feature[self.rules.cpu_only_key] = "true"
         for key, value in feature.items():
             if not valid_label_value(value):
-                problems.append(Problem(f"label value {value!r} is not a valid label value", obj=label,
-                                        path=f"metadata.labels.{key}"))
+                problems.append((f"label value {value!r} is not a valid label value", f"metadata.labels.{key}"))
 
-        converged = {k: v for k, v in labels.items()
-                     if not k.startswith(general) and k != self.rules.cpu_only_key}
-        converged.update(feature)
+        update = dict(feature)
         profile_label = self._profile_label
         profile = labels.get(profile_label, "")
         if profile:
             if not self._profile_re.match(profile):
-                problems.append(Problem(f"{profile!r} does not match {self._profile_re.pattern}", obj=label,
-                                        path=f"metadata.labels.{profile_label}"))
+                problems.append((f"{profile!r} does not match {self._profile_re.pattern}",
+                                 f"metadata.labels.{profile_label}"))
         else:
             profile = self.default_profile
-            converged[profile_label] = profile
-            for level in self._levels_to_check:
-                if level not in labels:
-                    self.diag.warn(f"{label}: lacks topology level label {level}; it still gets profile "
-                                   f"{profile}")
+            update[profile_label] = profile
+            for level in key_set.missing_levels:
+                warnings.append(f"lacks topology level label {level}; it still gets profile {profile}")
         os_, arch = labels.get(OS_LABEL, ""), labels.get(ARCH_LABEL, "")
-        managed = converged.get(self.rules.managed_key) == "true"
+        managed_key = self.rules.managed_key  # its converged value, as the Node's view below gets it
+        managed = (update[managed_key] if managed_key in update else
+                   None if managed_key in key_set.drop else labels.get(managed_key)) == "true"
         if managed and not (os_ and arch):
-            self.diag.warn(f"{label}: has no {OS_LABEL} or {ARCH_LABEL} label; it feeds no flavor")
+            warnings.append(f"has no {OS_LABEL} or {ARCH_LABEL} label; it feeds no flavor")
         facts.update(managed=managed, hasOsArch=bool(os_ and arch))
-        if self.recorder is not None:
-            self._record(self.recorder, meta.name, labels, annotations, facts, current_managed)
-        return NodeFacts(meta.name, gkey, gmanu, cpu_count, akeys, has_accel, os_, arch, profile, managed,
-                         feature, converged, facts)
+        return NodeShape(gkey, gmanu, cpu_count, tuple(akeys), has_accel, os_, arch, profile, managed, feature,
+                         facts, update, tuple(problems), tuple(warnings))
