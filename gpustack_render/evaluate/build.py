@@ -50,7 +50,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
         raise UserError(problems)
     aware = rules.is_aware(settings)
     plan.flavors = flavors.flavors()
-    plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag)
+    plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag, recorder)
     for flavor in plan.flavors:
         existing = snapshot.resource_flavors.get(flavor.name)
         if existing and existing.spec.topologyName and existing.spec.topologyName != flavor.topology_name:

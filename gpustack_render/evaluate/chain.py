@@ -20,8 +20,8 @@ def flavor_order(flavor: FlavorPlan) -> tuple[int, str]:
     return flavor.count, flavor.name
 
 
-def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot,
-                     diag: Diagnostics) -> tuple[list[TopologyPlan], set[str]]:
+def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot, diag: Diagnostics,
+                     recorder: Recorder | None = None) -> tuple[list[TopologyPlan], set[str]]:
     """One Topology per distinct live profile; returns also the profiles that cannot be rendered."""
     configured = list(rules.topology_levels)
     configured_profile = profile_of_levels(rules, configured)
@@ -34,6 +34,11 @@ def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot,
             theirs = [lvl.nodeLabel for lvl in existing.spec.levels]
             if theirs and profile_of_levels(rules, theirs) == profile:
                 levels = theirs
+        if recorder is not None:
+            recorder.record(f"Topology/{name}", Decision(
+                "topology", levels, "Topology:levels", rules.origins.get("Topology:levels", ""),
+                (("profile", profile), ("configuredProfile", configured_profile),
+                 ("levelsFrom", "configured" if profile == configured_profile else "snapshot" if levels else ""))))
         if levels is None:
             diag.warn(f"Topology/{name}: no topology levels hash to profile {profile}; it cannot be rendered "
                       f"and queues with flavors of that profile are refused (MissingTopology)")

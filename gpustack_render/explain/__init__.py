@@ -5,9 +5,8 @@ settings' sources and a target in, a :class:`Report` out (``as_json()`` for ``--
 :func:`format_text` for people). The builders format what the evaluator recorded while it decided
 (gpustack_render/evaluate/record.py: gKey steps, verdicts, flavor selection, refusals with the objects
 they name, a queue's InstanceType, preset tiers, quotas, lifecycle rules), the plan it produced and
-the rules' origins; they evaluate nothing again. (Two stay computed here until their stage records
-them: a Topology's profile when ``build_topologies`` records no ``topology`` decision, and the
-capacity keys, from the same ``CapacityEvaluator`` ``node-patches`` uses.)
+the rules' origins; they evaluate nothing again. (The capacity keys of a Node are asked of the same
+``CapacityEvaluator`` ``node-patches`` uses.)
 
 Targets: ``KIND/NAME`` for ResourceFlavor, ClusterQueue, InstanceType, NodeFeature, Topology,
 AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``. Kinds are case-insensitive and take

@@ -494,20 +494,9 @@ def _topology_decision(x: Explainer, item: Any) -> tuple[str, bool]:
     """(the profile a rendered Topology is for, whether its levels are the configured ones rather
     than the snapshot's), as the evaluator recorded them when it planned the Topologies."""
     decision = x.decision(f"Topology/{item.name}", "topology")
-    if decision is None:
-        return _topology_decision_unrecorded(x, item)
+    if decision is None:  # every rendered Topology is planned, and recorded, by build_topologies
+        raise AssertionError(f"no recorded topology decision for Topology/{item.name}")
     return str(decision.input("profile")), decision.input("levelsFrom") == "configured"
-
-
-def _topology_decision_unrecorded(x: Explainer, item: Any) -> tuple[str, bool]:
-    """The same answer for an evaluation that does not record its Topology plan yet
-    (evaluate/chain.py ``build_topologies`` takes no recorder): delete this once it records
-    ``topology`` decisions (the patch is in the h6 report of issue 13)."""
-    from gpustack_render.evaluate.nodes import profile_of_levels
-    rules = x.rules
-    profile = next((f.profile for f in x.facts.values()
-                    if rules.topology_name.render({"profile": f.profile}) == item.name), "")
-    return profile, profile_of_levels(rules, list(rules.topology_levels)) == profile
 
 
 def explain_topology(x: Explainer, item: Any) -> Report:
