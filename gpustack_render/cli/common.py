@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -36,6 +35,7 @@ def handle(action: Callable[[], int | None], diagnostics: Callable[[], Diagnosti
         raise
     except Exception as err:  # a bug: one line, traceback only with --debug
         if DEBUG["on"]:
+            import traceback
             traceback.print_exc()
         echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
              f"(run with --debug for a traceback and please report it)")

@@ -10,7 +10,6 @@ import click
 from gpustack_render.cli.common import (FormatChoice, allow_empty_option, command_body, note_line, prepare,
                                              rules_option, set_option, write_stdout)
 from gpustack_render.errors import PROG, UserError
-from gpustack_render.yamlio import dump_json, dump_yaml_stream
 
 
 SNAPSHOT_OPTION = "--snapshot"
@@ -76,6 +75,7 @@ def command(workloads: tuple[str, ...], snapshot: tuple[str, ...], sets: tuple[s
     """
     def action(state: dict[str, Any]) -> None:
         from gpustack_render import pipeline
+        from gpustack_render.yamlio import dump_json, dump_yaml_stream  # not for --help: libyaml, ruamel, orjson
         if "-" in workloads and "-" in snapshot:
             raise UserError.single("standard input (-) can feed WORKLOAD or --snapshot, not both")
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)

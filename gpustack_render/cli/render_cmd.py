@@ -9,9 +9,7 @@ import click
 
 from gpustack_render.cli.common import (FormatChoice, chain_inputs, command_body, info_line, prepare,
                                         templates_option, write_stdout)
-from gpustack_render.emit import format_objects, render_summary, write_directory
 from gpustack_render.timing import stage
-from gpustack_render.yamlio import dump_json, dump_yaml
 
 
 @click.command()
@@ -27,6 +25,7 @@ def render(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | N
     """Render NodeFeature, Topology, AdmissionCheck, ResourceFlavor, InstanceType, ClusterQueue, LocalQueue."""
     def action(state: dict[str, Any]) -> None:
         from gpustack_render import pipeline  # not for --help: it builds every rule and input model
+        from gpustack_render.emit import format_objects, render_summary, write_directory  # nor libyaml, orjson
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         objects = pipeline.render_objects(ctx, templates_dir)
         ctx.diagnostics.extend(pipeline.removal_warnings(ctx, objects))
@@ -49,6 +48,7 @@ def catalog(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
     """Print the read-only InstanceTypeFlavor catalog as a List."""
     def action(state: dict[str, Any]) -> None:
         from gpustack_render import pipeline
+        from gpustack_render.yamlio import dump_json, dump_yaml
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         listing = pipeline.render_catalog(ctx, templates_dir)
         write_stdout(dump_json(listing) if fmt == "json" else dump_yaml(listing))
@@ -69,6 +69,7 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
     def action(state: dict[str, Any]) -> None:
         from gpustack_render import pipeline
         from gpustack_render.emit.patches import check_devices_captured, kubectl_lines
+        from gpustack_render.yamlio import dump_json, dump_yaml
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         if strict_devices:
             check_devices_captured(ctx.snapshot, ctx.rules, ctx.evaluation)
