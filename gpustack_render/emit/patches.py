@@ -11,6 +11,7 @@ import shlex
 from typing import Any, Mapping
 
 from functools import lru_cache
+from operator import itemgetter
 
 from jsonpointer import escape as _escape
 
@@ -29,19 +30,43 @@ escape = lru_cache(maxsize=1 << 14)(_escape)
 _format_decimal_si = lru_cache(maxsize=1 << 14)(format_decimal_si)
 
 
-def _ops(base: str, current: Mapping[str, Any], desired: Mapping[str, str], owned: Any,
-         equal: Any) -> list[Op]:
+class _Paths(dict[str, str]):
+    """JSON Pointer paths under one base, one string per distinct key (keys repeat on every Node)."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, key: str) -> str:
+        path = self[key] = f"{self.base}/{escape(key)}"
+        return path
+
+
+_by_path = itemgetter("path")
+
+
+def _ops(paths: _Paths, current: Mapping[str, Any], desired: list[tuple[str, Any, Any]],
+         owned: tuple[str, ...]) -> list[Op]:
+    """The ops that bring ``current`` to ``desired`` (key, value written, value compared with the
+    current one), removing the ``owned`` keys of ``current`` that are not desired; sorted by path."""
     ops: list[Op] = []
-    for key, value in desired.items():
-        path = f"{base}/{escape(key)}"
-        if key not in current:
-            ops.append({"op": "add", "path": path, "value": value})
-        elif not equal(current[key], key):
-            ops.append({"op": "replace", "path": path, "value": value})
-    for key in current:
-        if key not in desired and owned(key):
-            ops.append({"op": "remove", "path": f"{base}/{escape(key)}"})
-    return sorted(ops, key=lambda op: op["path"])
+    wanted = set()
+    for key, value, compared in desired:
+        wanted.add(key)
+        have = current.get(key, _ABSENT)
+        if have is _ABSENT:
+            ops.append({"op": "add", "path": paths[key], "value": value})
+        elif not have == compared:
+            ops.append({"op": "replace", "path": paths[key], "value": value})
+    for key in owned:
+        if key not in wanted:
+            ops.append({"op": "remove", "path": paths[key]})
+    if len(ops) > 1:
+        ops.sort(key=_by_path)
+    return ops
+
+
+_ABSENT = object()
 
 
 NAMED_NODES = 5  # a warning names this many Nodes, then "and N more"
@@ -56,37 +81,40 @@ def node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag:
     if skipped:
         diag.warn(_uncaptured_message(sorted(skipped)) + "; their capacity keys and fit labels are left untouched")
     entries: list[dict[str, Any]] = []
+    paths = _Paths("/metadata/labels"), _Paths("/status/capacity")
+    nodes, all_devices = snapshot.nodes, snapshot.devices
     for facts in evaluation.node_facts:
-        if facts.name in skipped:
+        name = facts.name
+        if name in skipped:
             continue
-        node = snapshot.nodes[facts.name]
-        devices = snapshot.devices.get(facts.name)
-        label_ops, status_ops = _node_ops(node, capacity_eval.desired(node, devices, facts), capacity_eval)
+        node = nodes[name]
+        devices = all_devices.get(name)
+        label_ops, status_ops = _node_ops(node, capacity_eval.desired(node, devices, facts), capacity_eval, paths)
         if facts.managed and devices is None:
-            _warn_removed_without_devices(diag, facts.name, label_ops, status_ops)
+            _warn_removed_without_devices(diag, name, label_ops, status_ops)
         if label_ops:
-            entries.append({"node": facts.name, "subresource": "", "patch": label_ops})
+            entries.append({"node": name, "subresource": "", "patch": label_ops})
         if status_ops:
-            entries.append({"node": facts.name, "subresource": "status", "patch": status_ops})
+            entries.append({"node": name, "subresource": "status", "patch": status_ops})
     return entries
 
 
-def _node_ops(node: Node, desired: NodeDesired, capacity_eval: CapacityEvaluator) -> tuple[list[Op], list[Op]]:
+def _node_ops(node: Node, desired: NodeDesired, capacity_eval: CapacityEvaluator,
+              paths: tuple[_Paths, _Paths]) -> tuple[list[Op], list[Op]]:
     """The fit-label ops and the capacity ops for one Node (either may be empty)."""
     labels = node.metadata.labels
-    want_labels = dict(sorted(desired.labels.items()))
+    want_labels = sorted(desired.labels.items())
     if labels is None:
-        label_ops = [{"op": "add", "path": "/metadata/labels", "value": want_labels}] if want_labels else []
+        label_ops = [{"op": "add", "path": "/metadata/labels", "value": dict(want_labels)}] if want_labels else []
     else:
-        label_ops = _ops("/metadata/labels", labels, want_labels, capacity_eval.owns_label,
-                         lambda have, key: have == want_labels[key])
+        label_ops = _ops(paths[0], labels, [(k, v, v) for k, v in want_labels], capacity_eval.owned_keys(labels, False))
     capacity = node.status.capacity
-    want_capacity = {k: _format_decimal_si(v) for k, v in sorted(desired.capacity.items())}
+    want_capacity = [(k, _format_decimal_si(v), v) for k, v in sorted(desired.capacity.items())]
     if capacity is None:
-        status_ops = [{"op": "add", "path": "/status/capacity", "value": want_capacity}] if want_capacity else []
+        status_ops = ([{"op": "add", "path": "/status/capacity", "value": {k: text for k, text, _ in want_capacity}}]
+                      if want_capacity else [])
     else:
-        status_ops = _ops("/status/capacity", capacity, want_capacity, capacity_eval.owns_capacity,
-                          lambda have, key: have == desired.capacity[key])
+        status_ops = _ops(paths[1], capacity, want_capacity, capacity_eval.owned_keys(capacity, True))
     return label_ops, status_ops
 
 

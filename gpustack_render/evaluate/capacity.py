@@ -60,7 +60,14 @@ class CapacityEvaluator:
         # the compiled formulas see a few dozen distinct (L, P, slices, vram, overcommit) tuples.
         self._owns_label: dict[str, bool] = {}
         self._owns_capacity: dict[str, bool] = {}
+        self._owned_in: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}  # per key tuple: owned keys
         self._family_values: dict[tuple[object, ...], list[tuple[str, int]]] = {}
+        # Rendered once per manufacturer / aKey / profile instead of once per Node.
+        self._families: dict[str, list[tuple[CapacityFamilyRule, str, list[str]]]] = {}
+        self._profile_keys: dict[tuple[str, str, str], tuple[str, bool]] = {}
+        self._fit_keys: dict[str, tuple[str, str] | None] = {}
+        self._positive: dict[int, tuple[Fraction, bool]] = {}
+        self._published: dict[tuple[str, str], str] = {}   # (manufacturer, profile name) → published
 
     # --- ownership -------------------------------------------------------------------------------
     def owns_capacity(self, key: str) -> bool:
@@ -78,6 +85,17 @@ class CapacityEvaluator:
                 for before, after in self._fit_affixes)
         return owned
 
+    def owned_keys(self, mapping: Mapping[str, object], capacity: bool) -> tuple[str, ...]:
+        """The keys of ``mapping`` this renderer owns, in order: decided once per distinct key tuple
+        (Nodes of one machine type share theirs)."""
+        keys = tuple(mapping)
+        memo = (keys, capacity)
+        found = self._owned_in.get(memo)
+        if found is None:
+            owns = self.owns_capacity if capacity else self.owns_label
+            found = self._owned_in[memo] = tuple(k for k in keys if owns(k))
+        return found
+
     def shows_accelerator(self, node: inputs.Node, facts: NodeFacts) -> bool:
         """Whether the Node looks like a GPU Node without its Devices: an accelerator (§1.4), or
         capacity keys or fit labels this renderer owns. Only such a Node loses data when its
@@ -93,40 +111,75 @@ class CapacityEvaluator:
 
     def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
         tallies = self._tallies(node, devices, facts)
-        capacity = node.status.capacity or {}
         desired: dict[str, int] = {}
+        if not tallies:
+            return desired
+        capacity = node.status.capacity or {}
         for manu_name, tally in sorted(tallies.items()):
             manufacturer = self.rules.manufacturers[manu_name]
-            base = manufacturer.resource_base
-            for family in self.rules.capacity_families:
-                if self.gate(family, manufacturer, tally, capacity) is not None:
+            for family, pool, keys in self._families_of(manufacturer):
+                if self._gate(family, manufacturer, tally, capacity, pool) is not None:
                     continue
-                for key_fmt, _ in family.keys:
-                    key = key_fmt.render({"base": base})
-                    desired[key] = tally.values[key]
+                values = tally.values
+                for key in keys:
+                    desired[key] = values[key]
                 if family.profile_key and manufacturer.partition_kind:
                     for profile, count in sorted(tally.profiles.items()):
-                        key = family.profile_key.render({"base": base, "kind": manufacturer.partition_kind,
-                                                         "profile": profile})
-                        if valid_qualified_name(key):
+                        key, valid = self._profile_key(family, manufacturer, profile)
+                        if valid:
                             desired[key] = count
                         else:
                             self.diag.warn(f"Node/{node.metadata.name}: partition profile {profile!r} would give "
                                            f"the invalid resource name {key!r}; skipped")
         return desired
 
+    def _families_of(self, manufacturer: ManufacturerRule) -> list[tuple[CapacityFamilyRule, str, list[str]]]:
+        """Each capacity family with its pool key and key names rendered for ``manufacturer``."""
+        found = self._families.get(manufacturer.name)
+        if found is None:
+            base = {"base": manufacturer.resource_base}
+            found = self._families[manufacturer.name] = [
+                (family, family.pool.render(base), [k.render(base) for k, _ in family.keys])
+                for family in self.rules.capacity_families]
+        return found
+
+    def _profile_key(self, family: CapacityFamilyRule, manufacturer: ManufacturerRule, profile: str) -> tuple[str, bool]:
+        memo = (family.name, manufacturer.name, profile)
+        found = self._profile_keys.get(memo)
+        if found is None:
+            assert family.profile_key is not None
+            key = family.profile_key.render({"base": manufacturer.resource_base, "kind": manufacturer.partition_kind,
+                                             "profile": profile})
+            found = self._profile_keys[memo] = (key, valid_qualified_name(key))
+        return found
+
     def gate(self, family: CapacityFamilyRule, manufacturer: ManufacturerRule, tally: _Tally,
              capacity: Mapping[str, Fraction]) -> str | None:
         """Why ``family`` is not desired for ``manufacturer`` (§4.3, §4.6), or ``None`` when it is."""
+        return self._gate(family, manufacturer, tally, capacity, family.pool.render({"base": manufacturer.resource_base}))
+
+    def _gate(self, family: CapacityFamilyRule, manufacturer: ManufacturerRule, tally: _Tally,
+              capacity: Mapping[str, Fraction], pool: str) -> str | None:
         population = tally.logical if family.population == "logical" else tally.partitioned
         if population <= 0:
             return f"no {family.population} cards"
         if family.requires_partition_kind and not manufacturer.partition_kind:
             return f"manufacturer {manufacturer.name} has no partition kind"
-        pool = family.pool.render({"base": manufacturer.resource_base})
-        if capacity.get(pool, Fraction(0)) <= 0:
+        if not self._is_positive(capacity.get(pool)):
             return f"status.capacity[{pool}] is absent or 0"
         return None
+
+    def _is_positive(self, value: Fraction | None) -> bool:
+        """``value > 0`` (absent: no). Fraction comparisons are Python code and equal quantities are
+        mostly one shared object (the snapshot parses each text once): kept per object, with it."""
+        if value is None:
+            return False
+        hit = self._positive.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        positive = value > 0
+        self._positive[id(value)] = (value, positive)
+        return positive
 
     def tallies(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
                 skipped: list[tuple[str, str]] | None = None) -> dict[str, _Tally]:
@@ -136,9 +189,11 @@ class CapacityEvaluator:
 
     def _tallies(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
                  skipped: list[tuple[str, str]] | None = None) -> dict[str, _Tally]:
-        groups = {f"{g.manufacturer}-{g.id}": g for g in devices.spec.groups}
-        ledger = {(g.manufacturer, g.id): {a.id: a for a in g.accelerators} for g in devices.status.groups}
         tallies: dict[str, _Tally] = {}
+        if not facts.akeys:
+            return tallies
+        groups = {f"{g.manufacturer}-{g.id}": g for g in devices.spec.groups}
+        ledger: dict[tuple[str, str], dict[str, inputs.LedgerAccelerator]] | None = None  # built when first read
         labels = facts.converged
         for akey in facts.akeys:
             group = groups.get(akey)
@@ -151,16 +206,22 @@ class CapacityEvaluator:
             logical = partitioned = slices = 0
             overcommit_any = False
             profiles: dict[str, int] = defaultdict(int)
-            rows = ledger.get((group.manufacturer, group.id), {})
             for card in group.accelerators:
                 status = card.status
-                if status.physicalSliced is not None and status.physicalSliced.count > 0:
+                physical = status.physicalSliced
+                if physical is not None and physical.count > 0:
                     partitioned += 1
-                    self._card_profiles(manufacturer, status.physicalSliced, rows.get(card.id), profiles)
-                elif status.logicalSliced is not None and status.logicalSliced.count > 0:
+                    if ledger is None:
+                        ledger = {(g.manufacturer, g.id): {a.id: a for a in g.accelerators}
+                                  for g in devices.status.groups}
+                    rows = ledger.get((group.manufacturer, group.id), {})
+                    self._card_profiles(manufacturer, physical, rows.get(card.id), profiles)
+                    continue
+                sliced = status.logicalSliced
+                if sliced is not None and sliced.count > 0:
                     logical += 1
-                    slices += status.logicalSliced.count
-                    overcommit_any |= status.logicalSliced.coresPercentageOvercommit
+                    slices += sliced.count
+                    overcommit_any |= sliced.coresPercentageOvercommit
             if logical == 0 and partitioned == 0:
                 if skipped is not None:
                     skipped.append((akey, "no logical or partitioned card (L = P = 0)"))
@@ -204,7 +265,7 @@ class CapacityEvaluator:
     def _card_profiles(self, manufacturer: ManufacturerRule, physical: inputs.PhysicalSliced,
                        row: inputs.LedgerAccelerator | None, out: dict[str, int]) -> None:
         """§4.4: a ready ledger row counts allocated + remaining; otherwise the static ceiling."""
-        publish = self.publish_profile
+        publish = self._publish
         for profile in physical.profiles:
             out[publish(manufacturer, profile.name)] += 0
         if row is not None and (row.allocatedProfiles or row.remainingProfiles):
@@ -213,6 +274,14 @@ class CapacityEvaluator:
         else:
             for profile in physical.profiles:
                 out[publish(manufacturer, profile.name)] += profile.count
+
+    def _publish(self, manufacturer: ManufacturerRule, name: str) -> str:
+        """:meth:`publish_profile`, once per distinct (manufacturer, profile name)."""
+        memo = (manufacturer.name, name)
+        found = self._published.get(memo)
+        if found is None:
+            found = self._published[memo] = self.publish_profile(manufacturer, name)
+        return found
 
     @staticmethod
     def publish_profile(manufacturer: ManufacturerRule, name: str) -> str:
@@ -225,60 +294,65 @@ class CapacityEvaluator:
     def fit_labels(self, node: inputs.Node, devices: inputs.Devices) -> dict[str, str]:
         """§5: per ledger group, a label per population that has at least one member. The members are
         ledger rows joined to their spec card (``fitLabels.populations``): a spec card without a row
-        has no allocation state, so it neither makes a label appear nor counts towards its value."""
+        has no allocation state, so it neither makes a label appear nor counts towards its value.
+
+        One pass over the members decides both populations (it runs for every card of every Node):
+        ``logical`` is a logically sliceable card that is not partitioned, ``wholeCard`` any card that
+        is not partitioned. A member's free slice units are 0 once every slice slot is taken, however
+        much memory is left, else the row's ``remaining`` (a card outside the logical population has
+        no slice slots, so only its ``remaining`` counts)."""
         rules = self.rules
         populations: FitPopulations = rules.fit_populations
-        spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
+        sliced_any_card = populations.slicedMaxFreeUnits != "logical"
+        shared_any_card = populations.sharedFreeCards != "logical"
+        shared_modes, share_units = rules.shared_modes, rules.share_units
+        spec_groups: dict[tuple[str, str], inputs.DeviceGroup] | None = None
         labels: dict[str, str] = {}
         for ledger_group in devices.status.groups:
             akey = f"{ledger_group.manufacturer}-{ledger_group.id}"
-            sliced_key = rules.fit_sliced_label.render({"aKey": akey})
-            shared_key = rules.fit_shared_label.render({"aKey": akey})
-            if not (valid_qualified_name(sliced_key) and valid_qualified_name(shared_key)):
+            keys = self._fit_label_keys(akey)
+            if keys is None:
                 self.diag.warn(f"Node/{node.metadata.name}: accelerator group {akey!r} gives invalid fit label "
                                f"keys; no fit labels for it")
                 continue
+            if spec_groups is None:
+                spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
             spec = spec_groups.get((ledger_group.manufacturer, ledger_group.id))
             if spec is None:
                 continue
-            members = _ledger_members(spec, ledger_group)
-            sliced = [(row, card) for row, card in members if _in_population(card, populations.slicedMaxFreeUnits)]
-            shared = [(row, card) for row, card in members if _in_population(card, populations.sharedFreeCards)]
-            if sliced:
-                labels[sliced_key] = str(max(_free_slice_units(row, card) for row, card in sliced))
-            if shared:
-                labels[shared_key] = str(sum(1 for row, _ in shared
-                                             if row.mode in rules.shared_modes and row.remaining >= rules.share_units))
+            cards = {c.id: c for c in spec.accelerators}
+            max_free: int | None = None
+            shared_members = shared_free = 0
+            for row in ledger_group.accelerators:
+                card = cards.get(row.id)
+                if card is None:
+                    continue
+                status = card.status
+                physical = status.physicalSliced
+                if physical is not None and physical.count > 0:
+                    continue  # partitioned: in neither population
+                logical = status.logicalSliced
+                is_logical = logical is not None and logical.count > 0
+                if is_logical or sliced_any_card:
+                    free = 0 if is_logical and row.allocatedSlices >= logical.count else row.remaining  # type: ignore[union-attr]
+                    if max_free is None or free > max_free:
+                        max_free = free
+                if is_logical or shared_any_card:
+                    shared_members += 1
+                    if row.mode in shared_modes and row.remaining >= share_units:
+                        shared_free += 1
+            if max_free is not None:
+                labels[keys[0]] = str(max_free)
+            if shared_members:
+                labels[keys[1]] = str(shared_free)
         return labels
 
-
-def _ledger_members(spec: inputs.DeviceGroup, ledger_group: inputs.LedgerGroup
-                    ) -> list[tuple[inputs.LedgerAccelerator, inputs.Accelerator]]:
-    """The ledger rows of one group joined by id to their spec card; rows without a card are dropped
-    (§5), and so are spec cards without a row (they are simply never reached)."""
-    cards = {c.id: c for c in spec.accelerators}
-    return [(row, cards[row.id]) for row in ledger_group.accelerators if row.id in cards]
-
-
-def _partitioned(card: inputs.Accelerator) -> bool:
-    physical = card.status.physicalSliced
-    return physical is not None and physical.count > 0
-
-
-def _in_population(card: inputs.Accelerator, population: str) -> bool:
-    """``logical``: logically sliceable and not partitioned; ``wholeCard``: not partitioned."""
-    if _partitioned(card):
-        return False
-    if population == "logical":
-        logical = card.status.logicalSliced
-        return logical is not None and logical.count > 0
-    return True
-
-
-def _free_slice_units(row: inputs.LedgerAccelerator, card: inputs.Accelerator) -> int:
-    """0 once every slice slot is taken, however much memory is left; else the row's ``remaining``.
-    A card outside the logical population has no slice slots, so only its ``remaining`` counts."""
-    logical = card.status.logicalSliced
-    if logical is not None and logical.count > 0 and row.allocatedSlices >= logical.count:
-        return 0
-    return row.remaining
+    def _fit_label_keys(self, akey: str) -> tuple[str, str] | None:
+        """The sliced and shared fit label keys of ``akey``, or ``None`` when either is invalid."""
+        if akey in self._fit_keys:
+            return self._fit_keys[akey]
+        sliced_key = self.rules.fit_sliced_label.render({"aKey": akey})
+        shared_key = self.rules.fit_shared_label.render({"aKey": akey})
+        found = self._fit_keys[akey] = ((sliced_key, shared_key) if valid_qualified_name(sliced_key)
+                                        and valid_qualified_name(shared_key) else None)
+        return found
