@@ -220,5 +220,13 @@ def _tidy(obj: dict[str, Any]) -> None:
     for outer, inner in _DATA_MAPS:
         parent = obj.get(outer)
         if isinstance(parent, dict) and isinstance(parent.get(inner), dict):
-            parent[inner] = {str(k): v if isinstance(v, str) else json.dumps(v)
-                             for k, v in sorted(parent[inner].items())}
+            parent[inner] = _tidy_map(parent[inner])
+
+
+_ONLY_STR = {str}
+
+
+def _tidy_map(data: dict[Any, Any]) -> dict[str, str]:
+    if set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR:
+        return dict(sorted(data.items()))  # what the line below makes of str keys and values, in C
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in sorted(data.items())}

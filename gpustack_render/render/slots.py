@@ -88,13 +88,17 @@ def token(form: int, index: int) -> str:
 
 
 class Slot:
-    """One ``q`` call: the value's JSON (its length counts for the size limit; the old path reads
-    it) and what the fast reader makes of it there, if it reads it (``simple``)."""
+    """One ``q`` call: the value's JSON length (it counts for the size limit), what the fast reader
+    makes of the JSON there if it reads it (``simple``), and the JSON itself for the old path
+    (``None`` for a mapping read without it: :meth:`json_text` writes it again from the reading)."""
 
-    __slots__ = ("form", "reading", "text", "simple")
+    __slots__ = ("form", "reading", "length", "text", "simple")
 
-    def __init__(self, form: int, reading: Any, text: str, simple: bool) -> None:
-        self.form, self.reading, self.text, self.simple = form, reading, text, simple
+    def __init__(self, form: int, reading: Any, length: int, text: str | None, simple: bool) -> None:
+        self.form, self.reading, self.length, self.text, self.simple = form, reading, length, text, simple
+
+    def json_text(self) -> str:
+        return self.text if self.text is not None else quote(self.reading)
 
 
 class Recorder:
@@ -110,11 +114,30 @@ class Recorder:
 
     def string(self, value: str) -> Slot:
         text = _encode_string(value)
-        slot = self.strings[value] = Slot(STRING, value, text, _SIMPLE_TEXT_BAD.search(text) is None)
+        slot = self.strings[value] = Slot(STRING, value, len(text), text, _SIMPLE_TEXT_BAD.search(text) is None)
         return slot
+
+    def text_map(self, value: dict[Any, Any]) -> Slot:
+        """A str → str mapping (labels), read without writing its JSON: the sorted copy, as the
+        JSON decoder reads ``{"k": "v", ...}`` back; the JSON's length summed from the strings'
+        (``{``, ``"k": "v"`` joined by ``, ``, ``}``); fast-readable when every string is (the
+        reader's refusals look inside one string's JSON, never across its quotes)."""
+        strings, length, simple = self.strings, 2, True
+        for key, item in value.items():
+            if type(key) is not str or type(item) is not str:
+                return _generic(value)
+            key_slot = strings.get(key) or self.string(key)
+            item_slot = strings.get(item) or self.string(item)
+            length += key_slot.length + item_slot.length + 4
+            simple = simple and key_slot.simple and item_slot.simple
+        if value:
+            length -= 2
+        return Slot(OBJECT, dict(sorted(value.items())), length, None, simple)
 
     def other(self, value: Any) -> Slot:
         kind = type(value)
+        if kind is dict:
+            return self.text_map(value)
         if kind is int or kind is bool or value is None:
             slot = self.scalars.get((kind, value))
             if slot is None:
@@ -134,7 +157,7 @@ def _take(value: Any, recorder: Recorder) -> str:
     slots.append(slot)
     texts = _TOKENS[slot.form]
     text = texts[index] if index < len(texts) else token(slot.form, index)
-    recorder.delta += len(slot.text) - len(text)
+    recorder.delta += slot.length - len(text)
     return text
 
 
@@ -145,7 +168,7 @@ def _generic(value: Any) -> Slot:
     first = text[0]
     form = STRING if first == '"' else OBJECT if first == "{" else ARRAY if first == "[" else PLAIN
     if _SIMPLE_TEXT_BAD.search(text):
-        return Slot(form, None, text, False)
+        return Slot(form, None, len(text), text, False)
     try:
         if form == PLAIN:
             reading = _plain(text)
@@ -154,8 +177,8 @@ def _generic(value: Any) -> Slot:
             if end != len(text):
                 raise NotSimple(text)
     except NotSimple:
-        return Slot(form, None, text, False)
-    return Slot(form, reading, text, True)
+        return Slot(form, None, len(text), text, False)
+    return Slot(form, reading, len(text), text, True)
 
 
 class SlotExtension(Extension):
@@ -310,7 +333,7 @@ class Rendered:
         out, slots, index = [], self.slots, 0
         for chunk in self.chunks:
             if index < len(slots) and chunk is token(slots[index].form, index):
-                out.append(slots[index].text)
+                out.append(slots[index].json_text())
                 index += 1
             else:
                 out.append(chunk)
@@ -324,8 +347,8 @@ def render_all(env: Environment, template: Template, items: Sequence[Any], recor
     """Every item through the slotted ``template``, as ``template.render(obj=item)`` would run it
     (a context of the template's globals plus ``obj``, errors raised through jinja's handler)."""
     root, context_class = template.root_render_func, env.context_class
-    name, blocks, globals_ = template.name, template.blocks, template.globals
-    flat = dict(globals_)
+    name, blocks = template.name, template.blocks
+    flat = dict(template.globals)  # the same keys and values as the ChainMap, read in C
     out = []
     for item in items:
         recorder.slots = []
@@ -333,7 +356,7 @@ def render_all(env: Environment, template: Template, items: Sequence[Any], recor
         parent = flat.copy()
         parent["obj"] = item
         try:
-            chunks = list(root(context_class(env, parent, name, blocks, globals=globals_)))
+            chunks = list(root(context_class(env, parent, name, blocks, globals=flat)))
         except Exception:
             env.handle_exception()
         shape = "".join(chunks)
