@@ -297,3 +297,27 @@ def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
         out[key] = {**out.get(key, {}), **value} if isinstance(value, dict) else value
     return out
+
+
+# --- no teardown -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["render", "fixtures/demo"], ["catalog", "fixtures/demo"],
+                                  ["node-patches", "fixtures/demo"], ["diff", "fixtures/demo"],
+                                  ["validate", "fixtures/demo", "--skip-schema"], ["summary", "fixtures/demo"],
+                                  ["lint"], ["render", "no-such-snapshot"]], ids=lambda a: " ".join(a))
+def test_the_process_ends_without_tearing_down_its_objects(args: list[str]) -> None:
+    """As the process's entry point every command, whatever its exit code, ends with ``os._exit``
+    once stdout and stderr are flushed (an ``atexit`` hook never runs), its output complete."""
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: sys.stderr.write('TORN DOWN\\n'))\n"
+              "from gpustack_render.cli import main\n"
+              f"sys.argv = ['gpustack-render', *{args!r}]\n"
+              "main()\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=False)
+    assert "TORN DOWN" not in proc.stderr
+    if args[-1] == "no-such-snapshot":
+        assert proc.returncode == 2 and "no-such-snapshot" in proc.stderr
+    else:
+        assert proc.returncode in (0, 1), proc.stderr
+        assert proc.stdout.strip() or args[0] == "validate", proc.stderr  # validate prints problems only
+    assert "Traceback" not in proc.stderr
