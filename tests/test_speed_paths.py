@@ -5,6 +5,11 @@ constructor whenever the text is in the block subset templates write; these test
 in and around that subset (raw plain scalars YAML 1.1 reads as other types, JSON values, quoted
 keys, comments, anchors, continuation lines, odd indentation) and require the fast reader to give
 the same data as PyYAML's safe loader, or to decline (``NotSimple``) so the caller falls back.
+
+Budget (tests/budget.py): hypothesis spends nearly all of these tests' time drawing examples, so
+each property test runs a smaller fixed-seed budget (``GPUSTACK_RENDER_THOROUGH=1``: the full one,
+random) and checks that it drew every shape, value form and scalar family of the grammar; next to
+it, deterministic tables put every listed word in every value form and every shape, each run.
 """
 
 from __future__ import annotations
@@ -14,18 +19,26 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from budget import Branches, budget
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gpustack_render.yamlio import (BulkLoader, NotSimple, StreamDumper, dump_yaml, dump_yaml_stream,
                                     load_simple_block, load_simple_stream)
 
-WORDS = st.sampled_from(["y", "n", "yes", "No", "on", "OFF", "true", "False", "null", "~", ".inf", "-.inf", ".nan",
+WORD_LIST = (["y", "n", "yes", "No", "on", "OFF", "true", "False", "null", "~", ".inf", "-.inf", ".nan",
                          "0777", "0o17", "0x1F", "1_000", "1:20", "190:20:30", "1e3", "1.0e+3", "1.5", "-1",
                          "+12", "<<", "=", "2001-12-14", "Exists", "TryNextFlavor", "a b", "a - b", "-", "---",
                          "...", "a#b", "a #b", "x:y", "gpustack-operator", "0", "00", "-0", "0b101", "1__0"])
+WORDS = st.sampled_from(WORD_LIST)
 FREE = st.text(alphabet=st.sampled_from(list("aeynoftrux019.-+_:~<=# '\"!&*@`%,[]{}|>?/\\\t\u2028é")), max_size=10)
-SCALARS = st.one_of(WORDS, FREE)
+SCALAR_KINDS = Branches()
+SCALARS = SCALAR_KINDS.one_of(word=WORDS, free=FREE)
+# What documents() drew (value forms, shapes, extra lines), for the budget's coverage check.
+DRAWN: set[str] = set()
+VALUE_FORMS = ("plain", "json", "json-compact", "comment", "single")
+SHAPES = ("inline", "block", "list", "empty")
+EXTRA_LINES = ("", "# a comment", "  continued", "---", "  ")
 JSON_VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), SCALARS,
               st.floats(allow_nan=True, allow_infinity=True, width=32)),
@@ -34,7 +47,8 @@ JSON_VALUES = st.recursive(
 
 
 def _value_text(draw: Any) -> str:
-    kind = draw(st.sampled_from(["plain", "json", "json-compact", "comment", "single"]))
+    kind = draw(st.sampled_from(VALUE_FORMS))
+    DRAWN.add(f"value:{kind}")
     if kind == "plain":
         return draw(SCALARS)
     if kind == "single":
@@ -53,6 +67,7 @@ def documents(draw: Any, depth: int = 0, indent: int = 0) -> str:
         key = draw(SCALARS)
         key_text = json.dumps(key, ensure_ascii=False) if draw(st.booleans()) else key
         shape = draw(st.sampled_from(["inline", "inline", "block", "list", "empty"] if depth < 2 else ["inline"]))
+        DRAWN.add(f"shape:{shape}")
         if shape == "inline":
             lines.append(f"{pad}{key_text}: {_value_text(draw)}")
         elif shape == "empty":
@@ -70,7 +85,9 @@ def documents(draw: Any, depth: int = 0, indent: int = 0) -> str:
                     inner = draw(documents(depth + 1, indent + step + 2))
                     lines.append(f"{pad}{' ' * step}- {inner.lstrip(' ')}")
         if draw(st.integers(0, 9)) == 0:
-            lines.append(draw(st.sampled_from(["", "# a comment", f"{pad}  continued", "---", "  "])))
+            extra = draw(st.sampled_from(EXTRA_LINES))
+            DRAWN.add(f"extra:{extra}")
+            lines.append(pad + extra if extra == "  continued" else extra)
     return "\n".join(lines)
 
 
@@ -78,35 +95,107 @@ def _slow(text: str) -> Any:
     return yaml.load("---\n" + text + "\n", Loader=BulkLoader)
 
 
-@settings(max_examples=1500, deadline=None)
-@given(documents())
-def test_fast_block_reader_reads_as_libyaml_or_declines(text: str) -> None:
+def _same_or_declined(text: str) -> bool:
+    """The fast block reader gives libyaml's data for ``text`` or declines it; True when it read it."""
     try:
         fast = load_simple_block(text)
     except NotSimple:
-        return
+        return False
     try:
         slow = _slow(text)
     except yaml.YAMLError as err:  # the fast reader must never accept what libyaml refuses
         pytest.fail(f"fast reader accepted text libyaml refuses ({err}):\n{text}")
-    assert json.dumps(fast, sort_keys=False, default=repr) == json.dumps(slow, sort_keys=False, default=repr)
-    assert fast == slow or repr(fast) == repr(slow)  # nan != nan
+    assert json.dumps(fast, sort_keys=False, default=repr) == json.dumps(slow, sort_keys=False, default=repr), text
+    assert fast == slow or repr(fast) == repr(slow), text  # nan != nan
+    return True
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.lists(documents(), max_size=3), st.booleans())
-def test_fast_stream_reader_reads_as_libyaml_or_declines(docs: list[str], leading: bool) -> None:
-    """YAML snapshots: a ``---`` separated stream, read as libyaml reads it (empty documents dropped)."""
-    text = ("---\n" if leading else "") + "\n---\n".join(docs) + "\n"
+def _stream_same_or_declined(text: str) -> bool:
+    """The same for a ``---`` separated stream, read as libyaml reads it (empty documents dropped)."""
     try:
         fast = load_simple_stream(text)
     except NotSimple:
-        return
+        return False
     try:
         slow = [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None]
     except yaml.YAMLError as err:
         pytest.fail(f"fast reader accepted text libyaml refuses ({err}):\n{text}")
-    assert repr(fast) == repr(slow)
+    assert repr(fast) == repr(slow), text
+    return True
+
+
+def _assert_grammar_drawn() -> None:
+    """Every value form, shape, extra line and scalar family of documents() came up in the budget."""
+    wanted = {f"value:{v}" for v in VALUE_FORMS} | {f"shape:{s}" for s in SHAPES} | {f"extra:{e}" for e in EXTRA_LINES}
+    assert wanted <= DRAWN, f"the example budget never drew {sorted(wanted - DRAWN)}"
+    SCALAR_KINDS.assert_all_drawn()
+
+
+def _reset_drawn() -> None:
+    DRAWN.clear()
+    SCALAR_KINDS.seen.clear()
+
+
+def test_fast_block_reader_reads_as_libyaml_or_declines() -> None:
+    _reset_drawn()
+    accepted: list[bool] = []
+
+    @budget(300, 1500)
+    @given(documents())
+    def check(text: str) -> None:
+        accepted.append(_same_or_declined(text))
+    check()
+    _assert_grammar_drawn()
+    assert sum(accepted) >= len(accepted) // 10, "the fast reader declined nearly everything: the test checks nothing"
+
+
+def test_fast_stream_reader_reads_as_libyaml_or_declines() -> None:
+    """YAML snapshots: a ``---`` separated stream, read as libyaml reads it (empty documents dropped)."""
+    _reset_drawn()
+    accepted: list[bool] = []
+
+    @budget(100, 500)
+    @given(st.lists(documents(), max_size=3), st.booleans())
+    def check(docs: list[str], leading: bool) -> None:
+        accepted.append(_stream_same_or_declined(("---\n" if leading else "") + "\n---\n".join(docs) + "\n"))
+    check()
+    _assert_grammar_drawn()
+    assert sum(accepted) >= len(accepted) // 10, "the fast reader declined nearly everything: the test checks nothing"
+
+
+def _value_forms(word: str) -> list[str]:
+    """``word`` as a value in every form documents() writes one (VALUE_FORMS, JSON in a list and a map)."""
+    return [word, "'" + word.replace("'", "''") + "'", json.dumps(word) + " # note", json.dumps(word),
+            json.dumps([word], separators=(",", ":")), json.dumps({word: [word, None, 1.5]})]
+
+
+def _shapes(key: str, value: str) -> list[str]:
+    """``key: value`` in every shape documents() writes (SHAPES, each indent and list step, EXTRA_LINES)."""
+    quoted = json.dumps(key, ensure_ascii=False)
+    texts = [f"{key}: {value}", f"{quoted}: {value}", f"{key}:", f"{key}:\n{quoted}: {value}"]
+    texts += [f"top:\n{' ' * indent}{key}: {value}\n{' ' * indent}other: 1" for indent in (1, 2, 4)]
+    texts += [f"top:\n{' ' * step}- {value}\n{' ' * step}- {key}: {value}\n{' ' * (step + 2)}more: x" for step in (0, 2, 4)]
+    texts += [f"{key}: {value}\n{extra}" for extra in ("", "# a comment", "  continued", "---", "  ")]
+    return texts
+
+
+def _table_documents() -> list[str]:
+    return [text for word in WORD_LIST for value in _value_forms(word) for text in _shapes(word, value)]
+
+
+def test_fast_block_reader_table_every_word_in_every_form_and_shape() -> None:
+    """Deterministic: each listed word as key and as value, in every value form and shape."""
+    texts = _table_documents()
+    accepted = [_same_or_declined(text) for text in texts]
+    assert sum(accepted) >= len(texts) // 10, "the fast reader declined nearly everything: the test checks nothing"
+
+
+def test_fast_stream_reader_table_every_word_in_every_form_and_shape() -> None:
+    texts = _table_documents()
+    streams = [("---\n" if i % 2 else "") + f"{a}\n---\n{b}\n" + ("---\n" if i % 3 == 0 else "")
+               for i, (a, b) in enumerate(zip(texts, texts[1:] + texts[:1]))]
+    accepted = [_stream_same_or_declined(text) for text in streams]
+    assert sum(accepted) >= len(streams) // 20, "the fast reader declined nearly everything: the test checks nothing"
 
 
 @pytest.mark.parametrize("text", [
@@ -122,20 +211,26 @@ def test_fast_block_reader_edge_cases(text: str) -> None:
     assert repr(fast) == repr(_slow(text))
 
 
+JSON_KINDS = Branches()
 JSON_OUTPUT = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), SCALARS,
-              st.text(max_size=6)),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner),
-                            st.dictionaries(st.one_of(SCALARS, st.integers(), st.booleans(), st.none()), inner,
-                                            max_size=3)),
+    JSON_KINDS.one_of(none=st.none(), bool=st.booleans(), int=st.integers(-2**70, 2**70), float=st.floats(),
+                      scalar=SCALARS, text=st.text(max_size=6)),
+    lambda inner: JSON_KINDS.one_of(list=st.lists(inner, max_size=3), tuple=st.tuples(inner),
+                                    dict=st.dictionaries(st.one_of(SCALARS, st.integers(), st.booleans(), st.none()),
+                                                         inner, max_size=3)),
     max_leaves=12)
 
 
-@settings(max_examples=500, deadline=None)
-@given(JSON_OUTPUT)
-def test_dump_json_is_byte_identical_to_the_stdlib(value: Any) -> None:
+def test_dump_json_is_byte_identical_to_the_stdlib() -> None:
     from gpustack_render.yamlio import dump_json
-    assert dump_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    JSON_KINDS.seen.clear()
+
+    @budget(200, 500)
+    @given(JSON_OUTPUT)
+    def check(value: Any) -> None:
+        assert dump_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    check()
+    JSON_KINDS.assert_all_drawn()
 
 
 def test_dump_json_of_a_render_is_byte_identical_to_the_stdlib() -> None:
@@ -145,19 +240,21 @@ def test_dump_json_of_a_render_is_byte_identical_to_the_stdlib() -> None:
     assert dump_json(value) == json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
-def _quoting_strings() -> Any:
-    """The strategies of tests/test_yaml_quoting.py (the quoting rules' property test)."""
-    from tests.test_yaml_quoting import STRINGS  # type: ignore[import-not-found]
-    return STRINGS
+def _quoting_tests() -> Any:
+    """tests/test_yaml_quoting.py: the quoting rules' strategies and tables."""
+    import test_yaml_quoting
+    return test_yaml_quoting
 
 
-YAML_OUTPUT_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), SCALARS,
-                                st.text(max_size=8), st.just("a" * 130), st.just("line\nbreak"))
+YAML_KINDS = Branches()
+YAML_OUTPUT_SCALARS = YAML_KINDS.one_of(none=st.none(), bool=st.booleans(), int=st.integers(-2**70, 2**70),
+                                        scalar=SCALARS, text=st.text(max_size=8), long=st.just("a" * 130),
+                                        linebreak=st.just("line\nbreak"))
 YAML_OUTPUT = st.recursive(
     YAML_OUTPUT_SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.one_of(SCALARS, st.text(max_size=4), st.integers(), st.booleans()),
-                                            inner, max_size=4)),
+    lambda inner: YAML_KINDS.one_of(list=st.lists(inner, max_size=3),
+                                    dict=st.dictionaries(st.one_of(SCALARS, st.text(max_size=4), st.integers(),
+                                                                   st.booleans()), inner, max_size=4)),
     max_leaves=16)
 
 
@@ -166,32 +263,59 @@ def _slow_yaml(value: Any) -> str:
                      width=1 << 20)
 
 
-@settings(max_examples=800, deadline=None)
-@given(YAML_OUTPUT)
-def test_dump_yaml_is_byte_identical_to_the_dumper(value: Any) -> None:
-    assert dump_yaml(value) == _slow_yaml(value)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.dictionaries(st.one_of(SCALARS, st.text(max_size=4)), YAML_OUTPUT, min_size=1, max_size=4),
-                max_size=3))
-def test_dump_yaml_stream_is_byte_identical_to_the_dumper(docs: list[Any]) -> None:
-    slow = yaml.dump_all(docs, Dumper=StreamDumper, sort_keys=False, explicit_start=True, default_flow_style=False,
+def _slow_yaml_stream(docs: list[Any]) -> str:
+    return yaml.dump_all(docs, Dumper=StreamDumper, sort_keys=False, explicit_start=True, default_flow_style=False,
                          allow_unicode=True, width=1 << 20)
-    assert dump_yaml_stream(docs) == slow
+
+
+def test_dump_yaml_is_byte_identical_to_the_dumper() -> None:
+    YAML_KINDS.seen.clear()
+
+    @budget(250, 800)
+    @given(YAML_OUTPUT)
+    def check(value: Any) -> None:
+        assert dump_yaml(value) == _slow_yaml(value)
+    check()
+    YAML_KINDS.assert_all_drawn()
+
+
+def test_dump_yaml_stream_is_byte_identical_to_the_dumper() -> None:
+    YAML_KINDS.seen.clear()
+
+    @budget(100, 300)
+    @given(st.lists(st.dictionaries(st.one_of(SCALARS, st.text(max_size=4)), YAML_OUTPUT, min_size=1, max_size=4),
+                    max_size=3))
+    def check(docs: list[Any]) -> None:
+        assert dump_yaml_stream(docs) == _slow_yaml_stream(docs)
+    check()
+    YAML_KINDS.assert_all_drawn()
+
+
+def _table_strings() -> list[str]:
+    quoting = _quoting_tests()
+    return sorted(set(WORD_LIST) | set(quoting.TRICKY_VALUES) | set(quoting.PLAIN)) + ["a" * 130, "line\nbreak", "é"]
+
+
+def test_dump_yaml_table_every_listed_string_as_key_and_value() -> None:
+    """Deterministic: each listed word, tricky and plain string, as key, value and list item, nested."""
+    for text in _table_strings():
+        for value in ({text: text}, {"k": [text, {text: [text]}]}, [text, None, True, 1], {"m": {text: {}}}):
+            assert dump_yaml(value) == _slow_yaml(value), repr(value)
+            assert dump_yaml_stream([value, {"k": text}]) == _slow_yaml_stream([value, {"k": text}]), repr(value)
 
 
 def test_dump_yaml_quotes_the_quoting_tests_strings() -> None:
-    """Every string of the quoting rules' strategies, as key and value, in one document."""
-    from hypothesis import find  # noqa: F401  (hypothesis is there: the strategies below draw from it)
-    strings = _quoting_strings()
+    """Every string family of the quoting rules' strategies, as key and value, in one document."""
+    quoting = _quoting_tests()
+    quoting.STRING_KINDS.seen.clear()
 
-    @settings(max_examples=400, deadline=None)
-    @given(st.dictionaries(strings, strings, max_size=8), st.lists(strings, max_size=4))
+    @budget(150, 400)
+    @given(st.dictionaries(quoting.STRINGS, quoting.STRINGS, max_size=8), st.lists(quoting.STRINGS, max_size=4))
     def check(mapping: dict[str, str], items: list[str]) -> None:
         value = {"mapping": mapping, "items": items, "nested": [{"k": items}, mapping]}
         assert dump_yaml(value) == _slow_yaml(value)
     check()
+    quoting.STRING_KINDS.assert_all_drawn()
 
 
 def test_shared_objects_keep_their_anchors() -> None:

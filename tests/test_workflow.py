@@ -413,6 +413,11 @@ def rename_topology(work: Path) -> None:
     naming.write_text(text.replace('topology: "gpustack-{profile}"', 'topology: "topo-{profile}"'), encoding="utf-8")
 
 
+def assert_ok(run: JobRun) -> None:
+    """A job that must succeed; its log is the failure message (which step, what it printed)."""
+    assert run.ok, run.log()
+
+
 @pytest.fixture
 def actions(tmp_path: Path) -> Actions:
     return Actions(tmp_path)
@@ -514,7 +519,7 @@ def test_invalid_rules_fail_before_anything_is_committed(actions: Actions) -> No
 
 def test_pull_request_comment_carries_the_diff_and_is_updated(actions: Actions, tmp_path: Path) -> None:
     actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
-    assert actions.run("render", Event("push")).ok
+    assert_ok(actions.run("render", Event("push")))
     actions.commit("rules: rename topologies", rename_topology, branch="pr-7")
     pr = Event("pull_request", pr_number=7)
     run = actions.run("pull-request", pr)
@@ -565,7 +570,7 @@ def test_pull_request_from_a_fork_keeps_the_diff_in_the_summary(actions: Actions
 def test_snapshot_job_commits_the_snapshot_with_its_render(actions: Actions, tmp_path: Path) -> None:
     before = demo_snapshot(drop=frozenset({"node-t4-b"}))
     actions.commit("gpustack: snapshot and rules", gitops_repo(before))
-    assert actions.run("render", Event("push")).ok
+    assert_ok(actions.run("render", Event("push")))
     cluster = demo_snapshot()
     actions.set_cluster(cluster)
     run = actions.run("snapshot", Event("schedule"))
@@ -600,9 +605,9 @@ def test_snapshot_job_bootstraps_a_repository_with_rules_only(actions: Actions, 
 def test_a_run_queued_behind_another_renders_on_its_commit(actions: Actions, tmp_path: Path) -> None:
     """The push job starts from its own (older) commit; the snapshot job pushed meanwhile."""
     actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot(drop=frozenset({"node-t4-b"}))))
-    assert actions.run("render", Event("push")).ok
+    assert_ok(actions.run("render", Event("push")))
     actions.set_cluster(demo_snapshot())
-    assert actions.run("snapshot", Event("schedule")).ok
+    assert_ok(actions.run("snapshot", Event("schedule")))
     actions.commit("rules: rename topologies", rename_topology)
     run = actions.run("render", Event("push"))
     assert run.ok, run.log()
@@ -611,7 +616,7 @@ def test_a_run_queued_behind_another_renders_on_its_commit(actions: Actions, tmp
 
 def test_rendered_instance_types_carry_the_flux_prune_annotation(actions: Actions) -> None:
     actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
-    assert actions.run("render", Event("push")).ok
+    assert_ok(actions.run("render", Event("push")))
     overlay = yaml.safe_load(FLUX_OUTPUT.read_text(encoding="utf-8"))
     wanted = overlay["kinds"]["InstanceType"]["annotations"]
     assert wanted == {"kustomize.toolkit.fluxcd.io/prune": "disabled"}
