@@ -72,6 +72,10 @@ BODIES = {
     "mutating": HEAD + "spec:\n  n: {{ obj.log.append(1) or obj.log | length }}\n  v: x{{ obj.value | q }}\n",
     "no-name": "apiVersion: v1\nkind: Topology\nmetadata:\n  labels: {{ obj.labels | q }}\nspec: {{ obj.value | q }}\n",
     "scalar-root": "{{ obj.value | q }}\n",
+    "undefined": HEAD + "spec:\n  v: {{ obj.missing | q }}\n",
+    "whole-item": HEAD + "spec:\n  v: {{ obj | q }}\n",
+    "q-arguments": HEAD + "spec:\n  v: {{ obj.value | q(1) }}\n",
+    "failing": HEAD + "spec:\n  v: {{ obj.value | q }}\n  w: {{ obj.value.nothing.deeper }}\n",
 }
 
 # Strings readers treat specially: YAML line breaks (NEL, LS, PS), BOM, tabs, controls, lone
@@ -206,9 +210,9 @@ def test_q_writes_what_json_dumps_writes() -> None:
     import json
     for value in ["a", "é\u2028\x00\"\\", {"b": 1, "a": [1, {"z": 1, "y": 2}]}, [{"b": 1, "a": 2}], 1.5,
                   float("nan"), None, True, 10**20, ("t",), {1: "x"}]:
-        assert slots.quote(value) == json.dumps(value, ensure_ascii=False, sort_keys=isinstance(value, dict))
+        assert slots._quote(value) == json.dumps(value, ensure_ascii=False, sort_keys=isinstance(value, dict))
     with pytest.raises(TypeError, match="not JSON serializable"):
-        slots.quote(object())
+        slots._quote(object())
 
 
 # --- the sandbox's field fast path ---------------------------------------------------------------

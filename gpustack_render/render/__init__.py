@@ -37,7 +37,7 @@ SLOT_MIN_ITEMS = 16
 _DATA_MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "labels"), ("spec", "nodeLabels"))
 
 
-_quote = slots.quote
+_quote = slots._quote
 
 
 class Renderer:

@@ -65,7 +65,7 @@ _ENCODE_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
-def quote(value: Any) -> str:
+def _quote(value: Any) -> str:
     """The ``q`` filter: JSON, which YAML reads back unchanged."""
     return _ENCODE_SORTED(value) if isinstance(value, dict) else _ENCODE(value)
 
@@ -98,7 +98,7 @@ class Slot:
         self.form, self.reading, self.length, self.text, self.simple = form, reading, length, text, simple
 
     def json_text(self) -> str:
-        return self.text if self.text is not None else quote(self.reading)
+        return self.text if self.text is not None else _quote(self.reading)
 
 
 class Recorder:
@@ -164,7 +164,7 @@ def _take(value: Any, recorder: Recorder) -> str:
 def _generic(value: Any) -> Slot:
     """A value read exactly as the reader reads its JSON text (any error ``q`` raises, raised
     the same, when the template calls it)."""
-    text = quote(value)
+    text = _quote(value)
     first = text[0]
     form = STRING if first == '"' else OBJECT if first == "{" else ARRAY if first == "[" else PLAIN
     if _SIMPLE_TEXT_BAD.search(text):
