@@ -101,15 +101,32 @@ def _decoded(data: str | bytes, display: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
+_PLAIN_SCALARS = frozenset((str, int, bool, type(None)))
+
+
 def _plain(value: Any) -> bool:
     """Whether ``value`` holds only what both of our writers write and our readers read back as the
-    same value: string keys, and strings, ints, booleans, null, mappings and lists (no floats)."""
-    kind = type(value)
-    if kind is dict:
-        return all(type(key) is str and _plain(item) for key, item in value.items())
-    if kind is list:
-        return all(_plain(item) for item in value)
-    return kind is str or kind is int or kind is bool or value is None
+    same value: string keys, and strings, ints, booleans, null, mappings and lists (no floats: NaN
+    reads back as another NaN). A loop, not recursion: it walks every value of a 10,000-Node render."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is dict:
+            if not all(type(key) is str for key in node):
+                return False
+            items = node.values()
+        elif kind is list:
+            items = node
+        else:
+            return kind in _PLAIN_SCALARS
+        for item in items:
+            item_kind = type(item)
+            if item_kind is dict or item_kind is list:
+                stack.append(item)
+            elif item_kind not in _PLAIN_SCALARS:
+                return False
+    return True
 
 
 class _Written:
