@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from gpustack_render.errors import Diagnostics, Problem, UserError
 from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
@@ -35,16 +35,20 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     flavors = FlavorBuilder(rules, settings, diag, recorder)
     plan = Plan()
     facts_list: list[NodeFacts] = []
+    feature_name, feature_namespace = _node_feature_namer(rules), rules.vocabulary.nodeFeatureNamespace
+    node_features = plan.node_features
     for name in sorted(snapshot.nodes):
         node = snapshot.nodes[name]
         before = len(problems)
         facts = nodes.evaluate(node, problems)
-        problems[before:] = [dataclasses.replace(p, file=snapshot.files.get(("Node", name), ""))
-                             for p in problems[before:]]
+        if len(problems) > before:
+            problems[before:] = [dataclasses.replace(p, file=snapshot.files.get(("Node", name), ""))
+                                 for p in problems[before:]]
         facts_list.append(facts)
-        plan.node_features.append(NodeFeaturePlan(
-            rules.node_feature_name.render({"node": name}), rules.vocabulary.nodeFeatureNamespace, name,
-            dict(sorted(facts.feature_labels.items()))))
+        shape = facts.shape
+        node_features.append(NodeFeaturePlan(
+            feature_name(name), feature_namespace, name,
+            dict(shape.feature_sorted if shape is not None else sorted(facts.feature_labels.items()))))
         flavors.add_node(facts, node)
     if problems:
         raise UserError(problems)
@@ -83,6 +87,18 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     plan.local_queues = build_local_queues([q.name for q in plan.cluster_queues], rules, snapshot)
     plan.catalog = build_catalog(pools, snapshot, aware)
     return Evaluation(plan, facts_list)
+
+
+def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
+    """The Naming ``nodeFeature`` format as a function of the Node name. The usual format has one
+    placeholder without a filter: then it is the literal text around the name (no dict, no loop per
+    Node); any other format renders as written."""
+    name_format = rules.node_feature_name
+    parts = name_format.parts
+    if len(parts) == 2 and parts[0][1] == "node" and parts[0][2] is None and parts[1][1] is None:
+        before, after = parts[0][0], parts[1][0]
+        return lambda name: f"{before}{name}{after}"
+    return lambda name: name_format.render({"node": name})
 
 
 def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rules) -> list[Problem]:

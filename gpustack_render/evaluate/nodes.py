@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from operator import itemgetter
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
@@ -47,9 +47,10 @@ class NodeShape:
     arch: str
     profile: str
     managed: bool
-    feature: dict[str, str]
-    facts: dict[str, object]
+    feature: Mapping[str, str]
+    facts: Mapping[str, object]
     converged_update: dict[str, str]   # applied to the Node's labels (less the dropped keys)
+    feature_sorted: tuple[tuple[str, str], ...]   # the NodeFeature's labels in key order
     problems: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
 
@@ -69,25 +70,26 @@ class _KeySet:
 _NO_VALUES: Callable[[Mapping[str, str]], object] = lambda _labels: ()
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeFacts:
     """What stage 4 needs of one Node, computed once. ``shape`` is the per-signature evaluation it
     was built from (``None`` when the evaluation was recorded for ``explain``, which bypasses the
-    caches)."""
+    caches). ``akeys``, ``feature_labels`` and ``facts`` are the shape's own, shared by every Node
+    of that shape: read-only (hence the read-only types); ``converged`` is the Node's own."""
 
     name: str
     gkey: str
     gmanu: str
     cpu_count: int
-    akeys: list[str]
+    akeys: Sequence[str]
     has_accelerator: bool
     os: str
     arch: str
     profile: str
     managed: bool
-    feature_labels: dict[str, str]
+    feature_labels: Mapping[str, str]
     converged: dict[str, str]
-    facts: dict[str, object] = field(default_factory=dict)
+    facts: Mapping[str, object] = field(default_factory=dict)
     shape: NodeShape | None = None
 
 
@@ -263,9 +265,9 @@ class NodeEvaluator:
         converged.update(shape.converged_update)
         if recorder is not None:
             self._record(recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
-        return NodeFacts(name, shape.gkey, shape.gmanu, shape.cpu_count, list(shape.akeys), shape.has_accelerator,
-                         shape.os, shape.arch, shape.profile, shape.managed, dict(shape.feature), converged,
-                         dict(shape.facts), shape if recorder is None else None)
+        return NodeFacts(name, shape.gkey, shape.gmanu, shape.cpu_count, shape.akeys, shape.has_accelerator,
+                         shape.os, shape.arch, shape.profile, shape.managed, shape.feature, converged, shape.facts,
+                         shape if recorder is None else None)
 
     def _read_shape(self, labels: Mapping[str, str], annotations: Mapping[str, str], cpu_count: int,
                     key_set: _KeySet) -> NodeShape:
@@ -324,4 +326,4 @@ class NodeEvaluator:
             warnings.append(f"has no {OS_LABEL} or {ARCH_LABEL} label; it feeds no flavor")
         facts.update(managed=managed, hasOsArch=bool(os_ and arch))
         return NodeShape(gkey, gmanu, cpu_count, tuple(akeys), has_accel, os_, arch, profile, managed, feature,
-                         facts, update, tuple(problems), tuple(warnings))
+                         facts, update, tuple(sorted(feature.items())), tuple(problems), tuple(warnings))
