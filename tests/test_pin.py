@@ -13,7 +13,8 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from hypothesis import HealthCheck, given, settings
+from budget import Branches, budget
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gpustack_render.errors import UserError
@@ -438,25 +439,36 @@ _resources = st.dictionaries(_names, _quantity, max_size=4)
 _container_st = st.builds(lambda lim, req: _container(lim or None, req or None), _resources, _resources)
 _expr = st.sampled_from([ZONE, R_U, R_N, {**R_U, "values": ["5"]}, {**R_N, "values": ["0"]},
                          {**R_U, "values": ["0"]}, {**R_N, "values": ["1"]}])
-_term = st.one_of(
-    st.just({}), st.none(),
-    st.builds(lambda e: {"matchExpressions": e}, st.lists(_expr, max_size=3)),
-    st.builds(lambda e: {"matchFields": [FIELD], "matchExpressions": e}, st.lists(_expr, max_size=2)),
-    st.just({"matchFields": [FIELD]}),
+SHAPES = Branches()  # the budget must draw every shape of term and affinity (tests/budget.py)
+_term = SHAPES.one_of(
+    term_empty=st.just({}), term_null=st.none(),
+    term_expressions=st.builds(lambda e: {"matchExpressions": e}, st.lists(_expr, max_size=3)),
+    term_fields_and_expressions=st.builds(lambda e: {"matchFields": [FIELD], "matchExpressions": e},
+                                          st.lists(_expr, max_size=2)),
+    term_fields=st.just({"matchFields": [FIELD]}),
 )
-_affinity = st.one_of(
-    st.just("absent"), st.none(), st.just({}), st.just({"podAntiAffinity": {"x": 1}}),
-    st.just({"nodeAffinity": {}}), st.just({"nodeAffinity": {REQ: {}}}),
-    st.builds(lambda terms: _required(*terms), st.lists(_term, max_size=4)),
+_affinity = SHAPES.one_of(
+    absent=st.just("absent"), null=st.none(), empty=st.just({}), anti_affinity=st.just({"podAntiAffinity": {"x": 1}}),
+    empty_node_affinity=st.just({"nodeAffinity": {}}), empty_required=st.just({"nodeAffinity": {REQ: {}}}),
+    required=st.builds(lambda terms: _required(*terms), st.lists(_term, max_size=4)),
 )
 _podset_st = st.builds(lambda init, cs, aff, n: _podset(f"p{n}", init=init or None, containers=cs, affinity=aff),
                        st.lists(_container_st, max_size=2), st.lists(_container_st, max_size=3), _affinity,
                        st.integers(0, 9))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(podsets=st.lists(_podset_st, min_size=1, max_size=4), group=st.sampled_from(["nvidia-l4", "ascend-910b"]))
-def test_pinning_is_idempotent(tmp_path: Path, podsets: list[dict[str, Any]], group: str) -> None:
+def test_pinning_is_idempotent(tmp_path: Path) -> None:
+    SHAPES.seen.clear()
+
+    @budget(100, 300)
+    @given(podsets=st.lists(_podset_st, min_size=1, max_size=4), group=st.sampled_from(["nvidia-l4", "ascend-910b"]))
+    def check(podsets: list[dict[str, Any]], group: str) -> None:
+        _pinning_is_idempotent(tmp_path, podsets, group)
+    check()
+    SHAPES.assert_all_drawn()
+
+
+def _pinning_is_idempotent(tmp_path: Path, podsets: list[dict[str, Any]], group: str) -> None:
     workload = json.loads(json.dumps(_workload(podsets)))  # the generator shares objects (like YAML aliases)
     (w,) = _read(tmp_path, workload)
     first = pin_workload(w, RULES, _chain(group=group), ON)
