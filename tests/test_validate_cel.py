@@ -406,7 +406,8 @@ def test_every_kueue_and_nfd_rule_compiles_or_is_a_transition_rule() -> None:
     assert files, f"no CRD files under {CRDS}"
     evaluable = 0
     for path in files:
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        # libyaml (the same documents as yaml.safe_load_all, 15x faster on the 1.4 MB Workload CRD)
+        for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             for version in doc["spec"]["versions"]:
