@@ -22,6 +22,7 @@ from gpustack_render.snapshot.inputs import Node
 from gpustack_render.k8s import format_decimal_si
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
+from gpustack_render.timing import stage
 
 Op = dict[str, Any]
 
@@ -76,6 +77,11 @@ def node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag:
     """Per Node, the patches that bring its owned keys to the desired values (§4.7, §5). Nodes whose
     Devices were evidently not captured (:func:`uncaptured_devices`) get none: removing their keys
     would destroy data the snapshot merely lacks."""
+    with stage("patches"):  # -v
+        return _node_patches(snapshot, rules, evaluation, diag)
+
+
+def _node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag: Diagnostics) -> list[dict[str, Any]]:
     capacity_eval = CapacityEvaluator(rules, diag)
     skipped = set(uncaptured_devices(snapshot, evaluation, capacity_eval))
     if skipped:
