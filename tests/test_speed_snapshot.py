@@ -330,3 +330,185 @@ def test_quantity_shortcut_is_parse_quantity(text: str) -> None:
     except ValueError as err:
         got = ("error", str(err))
     assert got == expected and type(got) is type(expected)
+
+
+# --- YAML snapshots: rapidyaml behind the YAML 1.1 pre-scan ---------------------------------------
+
+from test_speed_paths import documents as block_documents  # noqa: E402  (the block-YAML strategy)
+from test_yaml_quoting import STRINGS, TRICKY_VALUES  # noqa: E402
+
+import yaml  # noqa: E402
+
+from gpustack_render.snapshot import fastyaml  # noqa: E402
+from gpustack_render.yamlio import BulkLoader  # noqa: E402
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with every scalar's type made part of it (``1``, ``1.0`` and ``True`` differ)."""
+    if isinstance(value, dict):
+        return ("map", [(_typed(k), _typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("seq", [_typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def _fast_yaml(text: str) -> list[Any] | None:
+    documents = fastyaml.json_documents(bytearray(text, "utf-8"))
+    if documents is None:
+        return None
+    try:  # rapidyaml writes some plain scalars bare that JSON refuses (+12): the reader declines those
+        return [doc for doc in (json.loads(d) for d in documents) if doc is not None]
+    except ValueError:
+        return None
+
+
+def _yaml_same_or_declined(text: str) -> bool:
+    """rapidyaml behind the pre-scan gives PyYAML's (BulkLoader) documents for ``text``, types
+    included, or declines; it never accepts what PyYAML refuses. True when it read it."""
+    fast = _fast_yaml(text)
+    if fast is None:
+        return False
+    try:
+        slow = [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None]
+    except yaml.YAMLError as err:
+        pytest.fail(f"the fast YAML path accepted text PyYAML refuses ({err}):\n{text}")
+    assert _typed(fast) == _typed(slow), text
+    return True
+
+
+def test_rapidyaml_is_installed() -> None:
+    """Without it every YAML snapshot takes the line reader (correct, 5× slower): say so loudly."""
+    assert fastyaml.ryml is not None, "rapidyaml (import ryml) is not installed"
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=block_documents())
+def test_fast_yaml_reads_block_documents_as_pyyaml_or_declines(text: str) -> None:
+    event("read" if _yaml_same_or_declined(text) else "declined")
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scalar=st.one_of(STRINGS, st.sampled_from(TRICKY_VALUES)),
+       where=st.sampled_from(["k: {}", "{}: v", "- {}", "a:\n- {}\n- x", "a:\n  {}: 1", "- {}: 1", "---\n{}",
+                              "k: {} # c", "k:   {}", "-   {}", "a:\n  {}", "a: x\n  {}", "k: [{}]", "k: {{{}: 1}}",
+                              "? {}\n: 1", "k: !!str {}", "k: &a {}\nj: *a", "k: '{}'", "k: \"{}\"", "{} : v"]))
+def test_fast_yaml_reads_dangerous_scalars_as_pyyaml_or_declines(scalar: str, where: str) -> None:
+    text = where.format(scalar.replace("'", "''") if "'{}'" in where else scalar)
+    event("read" if _yaml_same_or_declined(text) else "declined")
+
+
+@pytest.mark.parametrize("value", TRICKY_VALUES)
+def test_every_scalar_yaml_1_1_reads_apart_is_declined_or_equal(value: str) -> None:
+    for text in (f"k: {value}\n", f"{value}: v\n", f"- {value}\n", f"k:\n  - {value}\n"):
+        _yaml_same_or_declined(text)
+
+
+KUBECTL_NODE = """apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    annotations:
+      node.alpha.kubernetes.io/ttl: "0"
+      flannel.alpha.coreos.com/public-ip: 10.20.0.1
+    creationTimestamp: "2024-10-25T14:23:56Z"
+    labels:
+      kubernetes.io/arch: amd64
+      kubernetes.io/hostname: gpu-1
+      nvidia.com/gpu.count: "8"
+      feature.node.kubernetes.io/cpu-model.family: '72'
+    name: gpu-1
+    uid: 73b532e4-fa4a-4888-8afe-41b4d085cd51
+  spec:
+    podCIDR: 10.128.0.0/24
+    taints:
+    - effect: NoSchedule
+      key: nvidia.com/gpu
+  status:
+    capacity:
+      cpu: "192"
+      memory: 1844435235Ki
+      nvidia.com/gpu: "8"
+      pods: "110"
+    nodeInfo:
+      kernelVersion: 5.15.0-125-generic
+      cpuAffinity: 0-47,48-95
+    conditions: []
+    images: {}
+    count: 8
+    flag: true
+    nothing: null
+    empty:
+- apiVersion: v1
+  kind: Namespace
+  metadata:
+    name: team-a
+  status:
+    phase: Active
+"""
+
+
+def test_kubectl_style_yaml_takes_the_fast_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The property tests above compare something on kubectl's own style: this file is read by
+    rapidyaml, gives PyYAML's documents, and the Snapshot of the old reader."""
+    assert _yaml_same_or_declined(KUBECTL_NODE)
+    path = tmp_path / "nodes.yaml"
+    path.write_text(KUBECTL_NODE, encoding="utf-8")
+    monkeypatch.setattr(fastyaml, "json_documents", _counted(fastyaml.json_documents, calls := []))
+    fast, old = _load_both_yaml([str(path)], monkeypatch)
+    assert calls == [True] and not isinstance(fast, tuple) and fast == old
+    assert isinstance(fast.nodes["gpu-1"], inputs.FastNode) and fast.namespaces == ["team-a"]
+
+
+def _counted(function: Any, calls: list[bool]) -> Any:
+    def wrapper(data: bytearray) -> Any:
+        result = function(data)
+        calls.append(result is not None)
+        return result
+    return wrapper
+
+
+def _yaml_dump(value: Any, style: int) -> str:
+    if style == 0:
+        return yaml.dump(value, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, width=1 << 20)
+    if style == 1:
+        return yaml.dump(value, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False, indent=4)
+    return "---\n" + yaml.dump(value, Dumper=yaml.CSafeDumper, default_flow_style=None) + "---\n"
+
+
+@st.composite
+def yaml_files(draw: Any) -> list[str]:
+    texts = []
+    for _ in range(draw(st.integers(1, 2))):
+        items = draw(st.lists(OBJECTS, max_size=4))
+        doc: Any = {"apiVersion": "v1", "kind": "List", "items": items}
+        texts.append(_yaml_dump(doc, draw(st.integers(0, 2))))
+    return texts
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(texts=yaml_files())
+def test_fast_yaml_snapshots_read_as_before(tmp_path_factory: pytest.TempPathFactory,
+                                            monkeypatch: pytest.MonkeyPatch, texts: list[str]) -> None:
+    paths = _write(tmp_path_factory.mktemp("snap"), texts, ".yaml")
+    fast = _load_both_yaml(paths, monkeypatch)
+    event("refused" if isinstance(fast[0], tuple) else "read")
+    assert fast[0] == fast[1]
+
+
+def _load_both_yaml(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    snapshot_pkg._COMPOSED.clear()
+    fast = _load(paths)
+    with monkeypatch.context() as patch:
+        patch.setattr(fastyaml, "json_documents", lambda data: None)
+        snapshot_pkg._COMPOSED.clear()
+        old = _load(paths)
+    return fast, old
+
+
+def test_rapidyaml_errors_stay_off_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    """rapidyaml prints a parse error before raising it; the slow path words errors, once."""
+    assert fastyaml.json_documents(bytearray(b"a:\n  b: 1\n c: 2\n")) is None
+    assert capfd.readouterr().err == ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from gpustack_render.snapshot import fastjson, inputs
+from gpustack_render.snapshot import fastjson, fastyaml, inputs
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
@@ -134,12 +135,19 @@ def read_documents(paths: Iterable[str], problems: list[Problem],
 def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str],
                   fast_models: Callable[[str, str], type | None]) -> list[_Source | _TypedSource]:
     """Every object of ``paths`` in order. A JSON file is decoded from bytes, its bulk kinds typed on
-    the way (:mod:`.fastjson`); a file that reader declines is read as before (same messages)."""
+    the way (:mod:`.fastjson`), a YAML file in kubectl's block style through rapidyaml's JSON
+    (:mod:`.fastyaml`); a file those readers decline is read as before (same messages)."""
     out: list[_Source | _TypedSource] = []
     for display, path in expand_paths(paths):
         files.append(display)
         stdin_text = sys.stdin.read() if path is None else None
-        items = fastjson.read_items(_bytes_of(path, stdin_text), fast_models)
+        data = _bytes_of(path, stdin_text)
+        items = fastjson.read_items(data, fast_models)
+        if items is None:
+            documents = fastyaml.json_documents(data)
+            data = bytearray()  # spent (parsed in place), and as large as the snapshot
+            items = None if documents is None else fastyaml.read_documents(documents, fast_models)
+        data = bytearray()  # the file's bytes live on only in the typed items' raw slices
         if items is not None:
             for item in items:
                 if isinstance(item, fastjson.TypedItem):
@@ -158,13 +166,19 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
     return out
 
 
-def _bytes_of(path: Path | None, stdin_text: str | None) -> bytes:
-    """A file's bytes for the fast reader; ``b""`` (which it declines) when only the slow path can
-    word what is wrong (unreadable file, stdin that was not UTF-8)."""
+def _bytes_of(path: Path | None, stdin_text: str | None) -> bytearray:
+    """A file's bytes for the fast readers (a bytearray: the YAML reader parses it in place);
+    empty (which they decline) when only the slow path can word what is wrong (unreadable file,
+    stdin that was not UTF-8)."""
     try:
-        return path.read_bytes() if path is not None else (stdin_text or "").encode("utf-8")
+        if path is None:
+            return bytearray(stdin_text or "", "utf-8")
+        with path.open("rb") as handle:
+            data = bytearray(os.fstat(handle.fileno()).st_size)
+            data[handle.readinto(data):] = handle.read()  # a file that shrank or grew meanwhile
+            return data
     except (OSError, UnicodeEncodeError):
-        return b""
+        return bytearray()
 
 
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:

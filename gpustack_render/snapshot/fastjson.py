@@ -16,6 +16,7 @@ refused, a header it does not expect) that item goes back as a dict, so pydantic
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
@@ -24,8 +25,9 @@ import msgspec
 
 from gpustack_render.snapshot import inputs
 
-# JSON's insignificant whitespace (RFC 8259), which both json.loads and msgspec skip.
-_JSON_SPACE = b" \t\r\n"
+# A document opening after JSON's insignificant whitespace (RFC 8259), which both json.loads and
+# msgspec skip (a match at the start: the file is never copied).
+_JSON_START = re.compile(rb"[ \t\r\n]*[\[{]")
 
 
 _NO_ITEMS = msgspec.Raw(b"")
@@ -63,19 +65,19 @@ class TypedItem:
     group: str
     kind: str
     typed: Any
-    raw: msgspec.Raw | bytes
+    raw: msgspec.Raw | bytes | bytearray
 
 
-def plain(raw: msgspec.Raw | bytes) -> Any:
+def plain(raw: msgspec.Raw | bytes | bytearray) -> Any:
     """The object ``json.loads`` reads from ``raw`` (the slow path's input)."""
     return json.loads(bytes(raw))
 
 
-def looks_like_json(data: bytes) -> bool:
-    return data.lstrip(_JSON_SPACE)[:1] in (b"{", b"[")
+def looks_like_json(data: bytes | bytearray) -> bool:
+    return _JSON_START.match(data) is not None
 
 
-def is_utf8(data: bytes) -> bool:
+def is_utf8(data: bytes | bytearray) -> bool:
     """msgspec checks UTF-8 only in the strings it keeps; the slow path refuses any bad byte."""
     if data.isascii():
         return True
@@ -86,7 +88,7 @@ def is_utf8(data: bytes) -> bool:
     return True
 
 
-def read_items(data: bytes, fast_models: Callable[[str, str], type | None]) -> list[TypedItem | Any] | None:
+def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[TypedItem | Any] | None:
     """The objects of one JSON file, in order: :class:`TypedItem` for the bulk kinds, otherwise
     the item as ``json.loads`` reads it (a dict, or whatever the file holds there). ``None``: the
     file is not for this reader (the caller reads it as before).
@@ -113,7 +115,7 @@ def _list_items(top: _Top) -> list[msgspec.Raw] | None:
         return None
 
 
-def _item(raw: msgspec.Raw | bytes, fast_models: Callable[[str, str], type | None]) -> TypedItem | Any:
+def _item(raw: msgspec.Raw | bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> TypedItem | Any:
     try:
         head = _HEAD.decode(raw)
     except msgspec.ValidationError:  # not a mapping
