@@ -147,7 +147,7 @@ def read_text(path: Path, display: str) -> str:
 def load_roundtrip(path: Path, display: str) -> Any:
     """Load one rule file with positions for ``file:line:col`` messages: by libyaml when the text is
     in the subset where it builds exactly what ruamel's round-trip loader builds
-    (:mod:`gpustack_render.yamlpos`, thirty times faster), else by ruamel, as always (its values,
+    (:mod:`gpustack_render.yamlpos`, over ten times faster), else by ruamel, as always (its values,
     positions and error messages)."""
     text = read_text(path, display)
     from gpustack_render import yamlpos

@@ -2,9 +2,9 @@
 
 Rule files used to be read by ruamel.yaml's pure-Python round-trip loader (about 60 ms for the
 built-in rules, most of the ``rules`` stage). libyaml's parser (PyYAML's C ``CSafeLoader``) gives the
-same events with the same marks, about thirty times faster; this module builds the data from them,
-and :mod:`gpustack_render.rules.read` reads the positions from :class:`MapPositions` and
-:class:`SeqPositions` instead of ruamel's ``.lc``.
+same events with the same marks, over ten times faster (the built-in rules: 0.13 s → 0.007 s on a
+loaded 2-core machine); this module builds the data from them, and :mod:`gpustack_render.rules.read`
+reads the positions from :class:`MapPositions` and :class:`SeqPositions` instead of ruamel's ``.lc``.
 
 The data must stay exactly what ruamel builds (rule files are YAML 1.2 for us, and the same values
 of the same types reach the models), so this reader takes only the plain subset, where both agree by
