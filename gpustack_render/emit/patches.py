@@ -46,14 +46,13 @@ class _Paths(dict[str, str]):
 _by_path = itemgetter("path")
 
 
-def _ops(paths: _Paths, current: Mapping[str, Any], desired: list[tuple[str, Any, Any]],
+def _ops(paths: _Paths, current: Mapping[str, Any], desired: list[tuple[str, Any, Any]], wanted: Mapping[str, Any],
          owned: tuple[str, ...]) -> list[Op]:
     """The ops that bring ``current`` to ``desired`` (key, value written, value compared with the
-    current one), removing the ``owned`` keys of ``current`` that are not desired; sorted by path."""
+    current one; ``wanted`` has the same keys), removing the ``owned`` keys of ``current`` that are
+    not desired; sorted by path."""
     ops: list[Op] = []
-    wanted = set()
     for key, value, compared in desired:
-        wanted.add(key)
         have = current.get(key, _ABSENT)
         if have is _ABSENT:
             ops.append({"op": "add", "path": paths[key], "value": value})
@@ -113,14 +112,15 @@ def _node_ops(node: Node, desired: NodeDesired, capacity_eval: CapacityEvaluator
     if labels is None:
         label_ops = [{"op": "add", "path": "/metadata/labels", "value": dict(want_labels)}] if want_labels else []
     else:
-        label_ops = _ops(paths[0], labels, [(k, v, v) for k, v in want_labels], capacity_eval.owned_keys(labels, False))
+        label_ops = _ops(paths[0], labels, [(k, v, v) for k, v in want_labels], desired.labels,
+                         capacity_eval.owned_keys(labels, False))
     capacity = node.status.capacity
     want_capacity = [(k, _format_decimal_si(v), v) for k, v in sorted(desired.capacity.items())]
     if capacity is None:
         status_ops = ([{"op": "add", "path": "/status/capacity", "value": {k: text for k, text, _ in want_capacity}}]
                       if want_capacity else [])
     else:
-        status_ops = _ops(paths[1], capacity, want_capacity, capacity_eval.owned_keys(capacity, True))
+        status_ops = _ops(paths[1], capacity, want_capacity, desired.capacity, capacity_eval.owned_keys(capacity, True))
     return label_ops, status_ops
 
 

@@ -68,6 +68,8 @@ class CapacityEvaluator:
         self._fit_keys: dict[str, tuple[str, str] | None] = {}
         self._positive: dict[int, tuple[Fraction, bool]] = {}
         self._published: dict[tuple[str, str], str] = {}   # (manufacturer, profile name) → published
+        self._akey_manufacturer: dict[str, ManufacturerRule] = {}
+        self._memory_labels: dict[str, str] = {}
 
     # --- ownership -------------------------------------------------------------------------------
     def owns_capacity(self, key: str) -> bool:
@@ -201,16 +203,20 @@ class CapacityEvaluator:
                 if skipped is not None:
                     skipped.append((akey, "no Devices spec group for this aKey"))
                 continue
-            manufacturer = self.rules.manufacturers[akey.split("-", 1)[0]]
+            manufacturer = self._akey_manufacturer.get(akey)
+            if manufacturer is None:
+                manufacturer = self._akey_manufacturer[akey] = self.rules.manufacturers[akey.split("-", 1)[0]]
             vram = self._vram(node, akey, labels)
             logical = partitioned = slices = 0
             overcommit_any = False
-            profiles: dict[str, int] = defaultdict(int)
+            profiles: dict[str, int] | None = None  # only partitioned cards have any
             for card in group.accelerators:
                 status = card.status
                 physical = status.physicalSliced
                 if physical is not None and physical.count > 0:
                     partitioned += 1
+                    if profiles is None:
+                        profiles = defaultdict(int)
                     if ledger is None:
                         ledger = {(g.manufacturer, g.id): {a.id: a for a in g.accelerators}
                                   for g in devices.status.groups}
@@ -228,14 +234,18 @@ class CapacityEvaluator:
                 continue
             detail = group.acceleratorSlicedDetail.logical if group.acceleratorSlicedDetail else None
             overcommit = bool(detail.coresPercentageOvercommit) if detail is not None else overcommit_any
-            tally = tallies.setdefault(manufacturer.name, _Tally())
+            tally = tallies.get(manufacturer.name)
+            if tally is None:
+                tally = tallies[manufacturer.name] = _Tally()
             tally.logical += logical
             tally.partitioned += partitioned
+            values = tally.values
             for key, value in self._key_values(manufacturer.resource_base, logical, partitioned, slices, vram,
                                                overcommit):
-                tally.values[key] += value
-            for name, count in profiles.items():
-                tally.profiles[name] += count
+                values[key] += value
+            if profiles:
+                for name, count in profiles.items():
+                    tally.profiles[name] += count
         return tallies
 
     def _key_values(self, base: str, logical: int, partitioned: int, slices: int, vram: int,
@@ -252,7 +262,10 @@ class CapacityEvaluator:
         return values
 
     def _vram(self, node: inputs.Node, akey: str, labels: Mapping[str, str]) -> int:
-        raw = labels.get(f"{self._akey_prefix}{akey}.memory")
+        key = self._memory_labels.get(akey)
+        if key is None:
+            key = self._memory_labels[akey] = f"{self._akey_prefix}{akey}.memory"
+        raw = labels.get(key)
         if not raw:
             return 0
         try:
