@@ -353,13 +353,17 @@ def _typed(value: Any) -> Any:
 
 
 def _fast_yaml(text: str) -> list[Any] | None:
-    documents = fastyaml.json_documents(bytearray(text, "utf-8"))
-    if documents is None:
-        return None
-    try:  # rapidyaml writes some plain scalars bare that JSON refuses (+12): the reader declines those
-        return [doc for doc in (json.loads(d) for d in documents) if doc is not None]
-    except ValueError:
-        return None
+    return fastyaml.read_items(bytearray(text, "utf-8"), lambda group, kind: None)
+
+
+def _top_items(documents: list[Any]) -> list[Any]:
+    """Documents with each top-level ``*List`` replaced by its items, as the readers hand them on."""
+    out: list[Any] = []
+    for doc in documents:
+        listed = isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"].endswith("List") \
+            and isinstance(doc.get("items"), list)
+        out.extend(doc["items"] if listed else [doc])
+    return out
 
 
 def _yaml_same_or_declined(text: str) -> bool:
@@ -369,7 +373,7 @@ def _yaml_same_or_declined(text: str) -> bool:
     if fast is None:
         return False
     try:
-        slow = [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None]
+        slow = _top_items([doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None])
     except yaml.YAMLError as err:
         pytest.fail(f"the fast YAML path accepted text PyYAML refuses ({err}):\n{text}")
     assert _typed(fast) == _typed(slow), text
@@ -381,13 +385,13 @@ def test_rapidyaml_is_installed() -> None:
     assert fastyaml.ryml is not None, "rapidyaml (import ryml) is not installed"
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=block_documents())
 def test_fast_yaml_reads_block_documents_as_pyyaml_or_declines(text: str) -> None:
     event("read" if _yaml_same_or_declined(text) else "declined")
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scalar=st.one_of(STRINGS, st.sampled_from(TRICKY_VALUES)),
        where=st.sampled_from(["k: {}", "{}: v", "- {}", "a:\n- {}\n- x", "a:\n  {}: 1", "- {}: 1", "---\n{}",
                               "k: {} # c", "k:   {}", "-   {}", "a:\n  {}", "a: x\n  {}", "k: [{}]", "k: {{{}: 1}}",
@@ -455,15 +459,15 @@ def test_kubectl_style_yaml_takes_the_fast_path(tmp_path: Path, monkeypatch: pyt
     assert _yaml_same_or_declined(KUBECTL_NODE)
     path = tmp_path / "nodes.yaml"
     path.write_text(KUBECTL_NODE, encoding="utf-8")
-    monkeypatch.setattr(fastyaml, "json_documents", _counted(fastyaml.json_documents, calls := []))
+    monkeypatch.setattr(fastyaml, "read_items", _counted(fastyaml.read_items, calls := []))
     fast, old = _load_both_yaml([str(path)], monkeypatch)
     assert calls == [True] and not isinstance(fast, tuple) and fast == old
     assert isinstance(fast.nodes["gpu-1"], inputs.FastNode) and fast.namespaces == ["team-a"]
 
 
 def _counted(function: Any, calls: list[bool]) -> Any:
-    def wrapper(data: bytearray) -> Any:
-        result = function(data)
+    def wrapper(data: bytearray, models: Any) -> Any:
+        result = function(data, models)
         calls.append(result is not None)
         return result
     return wrapper
@@ -502,7 +506,7 @@ def _load_both_yaml(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[
     snapshot_pkg._COMPOSED.clear()
     fast = _load(paths)
     with monkeypatch.context() as patch:
-        patch.setattr(fastyaml, "json_documents", lambda data: None)
+        patch.setattr(fastyaml, "read_items", lambda data, models: None)
         snapshot_pkg._COMPOSED.clear()
         old = _load(paths)
     return fast, old
@@ -510,5 +514,29 @@ def _load_both_yaml(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[
 
 def test_rapidyaml_errors_stay_off_stderr(capfd: pytest.CaptureFixture[str]) -> None:
     """rapidyaml prints a parse error before raising it; the slow path words errors, once."""
-    assert fastyaml.json_documents(bytearray(b"a:\n  b: 1\n c: 2\n")) is None
+    assert fastyaml.read_items(bytearray(b"a:\n  b: 1\n c: 2\n"), lambda group, kind: None) is None
     assert capfd.readouterr().err == ""
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(items=st.lists(st.one_of(OBJECTS, st.just("# a comment line"), st.just("-")), max_size=8),
+       chunk=st.integers(1, 400), tail=st.booleans())
+def test_lists_read_in_chunks_read_as_whole(monkeypatch: pytest.MonkeyPatch, items: list[Any], chunk: int,
+                                            tail: bool) -> None:
+    """A column-0 List cut into runs of items anywhere reads as PyYAML reads the whole file."""
+    lines = ["apiVersion: v1", "items:"]
+    for item in items:
+        if isinstance(item, str):
+            lines.append(item)  # a comment between items, or an empty (null) item
+        elif item is None or not isinstance(item, (dict, list)) or not item:
+            continue
+        else:
+            lines.append(yaml.dump([item], Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False,
+                                   width=1 << 20).rstrip("\n"))
+    lines += ["kind: List", "metadata:", "  resourceVersion: ''"] if tail else ["kind: List"]
+    text = "\n".join(lines) + "\n"
+    monkeypatch.setattr(fastyaml, "_CHUNK", chunk)
+    if len(lines) > 4 and lines[2].startswith("-"):  # items open the block: the layout read in runs
+        assert fastyaml._list_chunks(bytearray(text, "utf-8")) is not None
+    event("read" if _yaml_same_or_declined(text) else "declined")

@@ -144,9 +144,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         data = _bytes_of(path, stdin_text)
         items = fastjson.read_items(data, fast_models)
         if items is None:
-            documents = fastyaml.json_documents(data)
-            data = bytearray()  # spent (parsed in place), and as large as the snapshot
-            items = None if documents is None else fastyaml.read_documents(documents, fast_models)
+            items = fastyaml.read_items(data, fast_models)
         data = bytearray()  # the file's bytes live on only in the typed items' raw slices
         if items is not None:
             for item in items:

@@ -105,6 +105,15 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
     return [_item(raw, fast_models) for raw in (items if items is not None else [data])]
 
 
+def read_list(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[TypedItem | Any] | None:
+    """The items of a JSON array (a run of a List's items), as :func:`read_items` gives them."""
+    try:
+        items = _ITEMS.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return [_item(raw, fast_models) for raw in items]
+
+
 def _list_items(top: _Top) -> list[msgspec.Raw] | None:
     """A List's items, or ``None`` when the file is one object (``flatten_lists``' rule)."""
     if not (isinstance(top.kind, str) and top.kind.endswith("List")) or top.items is _NO_ITEMS:
