@@ -229,11 +229,9 @@ class NodeEvaluator:
         return found
 
     def _cpu_count(self, cpu: Fraction | None) -> int:
-        """``status.capacity.cpu`` rounded up. Equal quantities are mostly one shared object (the
-        snapshot parses each text once), so the result is kept per object, the object with it."""
-        hit = self._cpu_counts.get(id(cpu))
-        if hit is not None and hit[0] is cpu:
-            return hit[1]
+        """``status.capacity.cpu`` rounded up, kept per object with the object (:meth:`evaluate` looks
+        it up first): equal quantities are mostly one shared object, as the snapshot parses each text
+        once, and rounding a Fraction is Python code."""
         count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
         self._cpu_counts[id(cpu)] = (cpu, count)
         return count
@@ -244,7 +242,9 @@ class NodeEvaluator:
         annotations = meta.annotations or {}
         keys = tuple(labels)
         key_set = self._key_sets.get(keys) or self._key_set(keys)
-        cpu_count = self._cpu_count((node.status.capacity or {}).get("cpu"))
+        cpu = (node.status.capacity or {}).get("cpu")
+        hit = self._cpu_counts.get(id(cpu))
+        cpu_count = hit[1] if hit is not None and hit[0] is cpu else self._cpu_count(cpu)
         recorder = self.recorder
         if recorder is None:
             signature = (key_set, key_set.values(labels), tuple(map(annotations.get, self._annotation_keys)),
