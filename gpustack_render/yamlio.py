@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from operator import add as _add
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -258,21 +257,11 @@ def _fast_document(doc: Any) -> str:
     return "".join(out)
 
 
-_ONLY_STR = {str}
-_COLON_SPACE = ": "
-
-
 def _emit_mapping(mapping: dict[Any, Any], pad: str, out: list[str], seen: set[int]) -> None:
     """``pad`` starts every line but the first when the caller already wrote it (``- ``)."""
     if id(mapping) in seen:  # the dumper would write an anchor and an alias
         raise NotSimple("shared")
     seen.add(id(mapping))
-    if mapping and set(map(type, mapping)) <= _ONLY_STR and set(map(type, mapping.values())) <= _ONLY_STR:
-        # labels and the like: the loop below, for str keys and values, with C doing the looping
-        lead = "" if out and out[-1].endswith("- ") else pad
-        lines = map(_add, map(_key_text, mapping), map(_COLON_SPACE.__add__, map(_scalar_text, mapping.values())))
-        out.append(lead + ("\n" + pad).join(lines) + "\n")
-        return
     first = True
     for key, value in mapping.items():
         if type(key) is str:
@@ -296,6 +285,8 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, out: list[str], seen: set[i
             else:
                 _not_seen(value, seen)
                 out.append(": []\n")
+        elif kind is str:
+            out.append(": " + _scalar_text(value) + "\n")
         else:
             out.append(": " + _scalar(value, kind) + "\n")
 

@@ -35,6 +35,8 @@ MAX_OBJECT_CHARS = 1_000_000
 # compiling the template a second time.
 SLOT_MIN_ITEMS = 16
 _DATA_MAPS = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "labels"), ("spec", "nodeLabels"))
+_DATA_MAPS_BY_PARENT = tuple((outer, tuple(i for o, i in _DATA_MAPS if o == outer))
+                             for outer in dict.fromkeys(o for o, _ in _DATA_MAPS))
 
 
 _quote = slots._quote
@@ -217,10 +219,12 @@ def _order_key(obj: dict[str, Any]) -> tuple[str, str]:
 
 def _tidy(obj: dict[str, Any]) -> None:
     """Data maps sorted by key; label and annotation values as strings."""
-    for outer, inner in _DATA_MAPS:
+    for outer, inners in _DATA_MAPS_BY_PARENT:
         parent = obj.get(outer)
-        if isinstance(parent, dict) and isinstance(parent.get(inner), dict):
-            parent[inner] = _tidy_map(parent[inner])
+        if isinstance(parent, dict):
+            for inner in inners:
+                if isinstance(parent.get(inner), dict):
+                    parent[inner] = _tidy_map(parent[inner])
 
 
 _ONLY_STR = {str}

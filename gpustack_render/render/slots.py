@@ -55,6 +55,7 @@ _ARRAY_ITEM = re.compile("\ue003([0-9]+)\ue001")
 _MAX_DEPTH = 60                 # nesting the generated builder may have (Python's parser has limits)
 
 STRING, OBJECT, ARRAY, PLAIN = 0, 1, 2, 3
+_ONLY_STR = {str}
 
 
 # ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` builds an encoder per call with these
@@ -111,6 +112,7 @@ class Recorder:
         self.delta = 0  # the real text's length minus the shape's
         self.strings: dict[str, Slot] = {}
         self.scalars: dict[tuple[type, Any], Slot] = {}  # ints, booleans, None
+        self.maps: dict[tuple[tuple[str, str], ...], Slot] = {}  # str → str mappings, by content
 
     def string(self, value: str) -> Slot:
         text = _encode_string(value)
@@ -121,18 +123,22 @@ class Recorder:
         """A str → str mapping (labels), read without writing its JSON: the sorted copy, as the
         JSON decoder reads ``{"k": "v", ...}`` back; the JSON's length summed from the strings'
         (``{``, ``"k": "v"`` joined by ``, ``, ``}``); fast-readable when every string is (the
-        reader's refusals look inside one string's JSON, never across its quotes)."""
-        strings, length, simple = self.strings, 2, True
-        for key, item in value.items():
-            if type(key) is not str or type(item) is not str:
-                return _generic(value)
-            key_slot = strings.get(key) or self.string(key)
-            item_slot = strings.get(item) or self.string(item)
-            length += key_slot.length + item_slot.length + 4
-            simple = simple and key_slot.simple and item_slot.simple
-        if value:
-            length -= 2
-        return Slot(OBJECT, dict(sorted(value.items())), length, None, simple)
+        reader's refusals look inside one string's JSON, never across its quotes). Memoised per
+        content (a few dozen distinct label sets among 10,000 Nodes); each call gets its own copy."""
+        if not (set(map(type, value)) <= _ONLY_STR and set(map(type, value.values())) <= _ONLY_STR):
+            return _generic(value)
+        content = tuple(value.items())
+        known = self.maps.get(content)
+        if known is None:
+            strings, length, simple = self.strings, 2, True
+            for key, item in content:
+                key_slot = strings.get(key) or self.string(key)
+                item_slot = strings.get(item) or self.string(item)
+                length += key_slot.length + item_slot.length + 4
+                simple = simple and key_slot.simple and item_slot.simple
+            known = self.maps[content] = Slot(OBJECT, dict(sorted(content)), length - 2 if content else 2, None,
+                                              simple)
+        return Slot(OBJECT, known.reading.copy(), known.length, None, known.simple)
 
     def other(self, value: Any) -> Slot:
         kind = type(value)
