@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,7 +144,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         items = fastjson.read_items(data, fast_models)
         if items is None:
             items = fastyaml.read_items(data, fast_models)
-        data = bytearray()  # the file's bytes live on only in the typed items' raw slices
+        data = b""  # the file's bytes live on only in the typed items' raw slices
         if items is not None:
             for item in items:
                 if isinstance(item, fastjson.TypedItem):
@@ -164,19 +163,13 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
     return out
 
 
-def _bytes_of(path: Path | None, stdin_text: str | None) -> bytearray:
-    """A file's bytes for the fast readers (a bytearray: the YAML reader parses it in place);
-    empty (which they decline) when only the slow path can word what is wrong (unreadable file,
-    stdin that was not UTF-8)."""
+def _bytes_of(path: Path | None, stdin_text: str | None) -> bytes:
+    """A file's bytes for the fast readers; ``b""`` (which they decline) when only the slow path can
+    word what is wrong (unreadable file, stdin that was not UTF-8)."""
     try:
-        if path is None:
-            return bytearray(stdin_text or "", "utf-8")
-        with path.open("rb") as handle:
-            data = bytearray(os.fstat(handle.fileno()).st_size)
-            data[handle.readinto(data):] = handle.read()  # a file that shrank or grew meanwhile
-            return data
+        return path.read_bytes() if path is not None else (stdin_text or "").encode("utf-8")
     except (OSError, UnicodeEncodeError):
-        return bytearray()
+        return b""
 
 
 def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str] | str:
