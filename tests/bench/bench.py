@@ -461,7 +461,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     cli = cli_prefix()
-    probe(cli + ["--help"], REPO)   # warms up bytecode caches
+    # Bytecode for every module of the package, as an installed wheel has it: with
+    # PYTHONDONTWRITEBYTECODE set (some CI images and this machine) every child would otherwise
+    # compile the sources it imports again, or run stale caches through the compiler.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gpustack_render")],
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=False)
+    probe(cli + ["--help"], REPO)   # warms up the file system caches
     before = load_average()
     rows = build_rows(snapshots, cli, out_dir, args.timeout)
     interpreters: list[float] = []
