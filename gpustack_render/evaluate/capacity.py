@@ -64,7 +64,7 @@ class CapacityEvaluator:
         self._family_values: dict[tuple[object, ...], list[tuple[str, int]]] = {}
         # Rendered once per manufacturer / aKey / profile instead of once per Node.
         self._families: dict[str, list[tuple[CapacityFamilyRule, str, list[str]]]] = {}
-        self._profile_keys: dict[tuple[str, str, str], tuple[str, bool]] = {}
+        self._profile_keys: dict[tuple[int, str, str], tuple[str, bool]] = {}
         self._fit_keys: dict[str, tuple[str, str] | None] = {}
         self._positive: dict[int, tuple[Fraction, bool]] = {}
         self._published: dict[tuple[str, str], str] = {}   # (manufacturer, profile name) → published
@@ -146,7 +146,7 @@ class CapacityEvaluator:
         return found
 
     def _profile_key(self, family: CapacityFamilyRule, manufacturer: ManufacturerRule, profile: str) -> tuple[str, bool]:
-        memo = (family.name, manufacturer.name, profile)
+        memo = (id(family), manufacturer.name, profile)  # the family objects live as long as the rules
         found = self._profile_keys.get(memo)
         if found is None:
             assert family.profile_key is not None

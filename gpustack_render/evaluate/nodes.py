@@ -319,7 +319,7 @@ class NodeEvaluator:
             for level in key_set.missing_levels:
                 warnings.append(f"lacks topology level label {level}; it still gets profile {profile}")
         os_, arch = labels.get(OS_LABEL, ""), labels.get(ARCH_LABEL, "")
-        managed_key = self.rules.managed_key  # its converged value, as the Node's view below gets it
+        managed_key = self.rules.managed_key  # its value in the converged view evaluate() builds
         managed = (update[managed_key] if managed_key in update else
                    None if managed_key in key_set.drop else labels.get(managed_key)) == "true"
         if managed and not (os_ and arch):
