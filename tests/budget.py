@@ -2,13 +2,15 @@
 
 Most of a property test's time is hypothesis drawing the example, not the code under test, so the
 suite runs each property test on a smaller, *fixed-seed* budget (``derandomize``: the same examples
-every run, so a failure is reproducible and the budget's coverage is what it was when reviewed)
+on every run of the same code, so a failure is reproducible; hypothesis also draws constants from
+the modules loaded, so a full run may draw others than one file alone)
 next to deterministic tables of the named cases. ``GPUSTACK_RENDER_THOROUGH=1`` gives every
 property test its full budget with fresh random examples (a nightly job, or after changing the
 code under test).
 
 "Still hits every strategy" is checked, not hoped for: :class:`Branches` tags each alternative of a
-``one_of`` and the test asserts, after its examples ran, that every tag was drawn.
+``one_of`` and the test asserts, after its examples ran, that every tag was drawn. Only branches
+drawn about a hundred times per budget are checked that way; a rarer one gets a deterministic table.
 """
 
 from __future__ import annotations
