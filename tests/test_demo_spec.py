@@ -112,7 +112,7 @@ def demo_objects() -> list[dict]:
     objs: list[dict] = []
     for name in DEMO_FILES:
         text = (DEMO / name).read_text()
-        docs = [json.loads(text)] if name.endswith(".json") else list(yaml.safe_load_all(text))
+        docs = [json.loads(text)] if name.endswith(".json") else list(yaml.load_all(text, Loader=yaml.CSafeLoader))
         for doc in docs:
             if doc is None:
                 continue

@@ -423,7 +423,7 @@ def _read_objects(path: Path) -> list[dict[str, Any]]:
     files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
     out: list[dict[str, Any]] = []
     for file in files:
-        for doc in yaml.safe_load_all(file.read_text(encoding="utf-8")):
+        for doc in yaml.load_all(file.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):  # libyaml: same data
             if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
                 out.extend(doc.get("items") or [])
             elif isinstance(doc, dict):
