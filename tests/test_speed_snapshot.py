@@ -540,3 +540,29 @@ def test_lists_read_in_chunks_read_as_whole(monkeypatch: pytest.MonkeyPatch, ite
     if len(lines) > 4 and lines[2].startswith("-"):  # items open the block: the layout read in runs
         assert fastyaml._list_chunks(bytearray(text, "utf-8")) is not None
     event("read" if _yaml_same_or_declined(text) else "declined")
+
+
+@pytest.mark.parametrize("text", [
+    "", "\n", "# only a comment\n", "---\n", "---\n---\n", "just a scalar\n", "- a\n- b\n",
+    "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n",  # one object alone
+    "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n",
+    "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\r\n",  # CR: the old reader
+    "\ufeffapiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n",  # BOM
+    "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n"
+    "  status:\n    capacity:\n      cpu: eight\n",  # an error with its line
+    "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n"
+    "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n    labels:\n      a: b\n",  # a conflict
+    "apiVersion: v1\nkind: NotAList\nitems:\n- a\nmetadata:\n  name: x\n",  # items, but an object itself
+    "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n"
+    "    labels:\n      on: yes\n",  # YAML 1.1 words: the old reader
+    "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n"
+    "    labels:\n      a: 'b\n        c'\n",  # a multi-line quoted scalar
+    "apiVersion: v1\nkind: List\nitems:\n-\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n",
+    "a:\n  b: 1\n c: 2\n",  # bad indentation: the old reader's message
+    "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n",
+])
+def test_odd_yaml_files_read_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    path = tmp_path / "snap.yaml"
+    path.write_bytes(text.encode("utf-8"))
+    fast, old = _load_both_yaml([str(path)], monkeypatch)
+    assert fast == old

@@ -60,7 +60,7 @@ _NOT_PLAIN_KEY = rb"(?:[+.0-9~<=]|-[^ \n])[^\n:]*(?::[^ \n][^\n:]*)*"
 _DANGER = re2.compile(
     rb"(?m)" + _VALUE_AT + rb"(?:" + _WORDS + rb"|" + _ODD_INT + rb"|" + _ANY_FLOAT + rb")" + _VALUE_END
     + rb"|" + _KEY_AT + rb"(?:" + _KEY_WORDS + rb"|" + _NOT_PLAIN_KEY + rb")?" + _KEY_END
-    + rb"|" + _VALUE_AT + rb"(?:[,\]}#!&*|>%@`]|\[(?:[^\]]|\] *[^ \n])|\{(?:[^}]|\} *[^ \n])|[?:](?: |$))"
+    + rb"|" + _VALUE_AT + rb"(?:[,\]}!&*|>%@`]|\[(?:[^\]]|\] *[^ \n])|\{(?:[^}]|\} *[^ \n])|[?:](?: |$))"
     + rb"|[^\n\x20-\x7e\x80-\xff]|\xef\xbb\xbf|\xe2\x80[\xa8\xa9]|\xc2[\x80-\x9f]|\\/|\\u[dD][89a-fA-F]")
 
 
