@@ -72,6 +72,11 @@ BODIES = {
     "mutating": HEAD + "spec:\n  n: {{ obj.log.append(1) or obj.log | length }}\n  v: x{{ obj.value | q }}\n",
     "no-name": "apiVersion: v1\nkind: Topology\nmetadata:\n  labels: {{ obj.labels | q }}\nspec: {{ obj.value | q }}\n",
     "scalar-root": "{{ obj.value | q }}\n",
+    "data-maps": HEAD + "  labels:\n    a: {{ obj.value | q }}\n    {{ obj.key | q }}: x\n"
+                        "  annotations: {{ obj.labels | q }}\nspec:\n  nodeLabels: {{ obj.values | q }}\n"
+                        "  labels:\n    z: \"1\"\n    b: {{ obj.name | q }}\n",
+    "data-map-parent": HEAD.replace("metadata:\n  name: {{ obj.name | q }}\n", "metadata: {{ obj.labels | q }}\n")
+                       + "spec:\n  {{ obj.key | q }}:\n    labels: {{ obj.labels | q }}\n",
     "undefined": HEAD + "spec:\n  v: {{ obj.missing | q }}\n",
     "whole-item": HEAD + "spec:\n  v: {{ obj | q }}\n",
     "q-arguments": HEAD + "spec:\n  v: {{ obj.value | q(1) }}\n",
@@ -295,3 +300,18 @@ def test_token_characters_are_private_use() -> None:
     import unicodedata
     assert all(unicodedata.category(chr(c)) == "Co" for c in range(0xE000, 0xE005))
     assert not re.search(yamlio._SIMPLE_TEXT_BAD, "".join(chr(c) for c in range(0xE000, 0xE005)))
+
+
+def test_node_features_are_tidied_while_built() -> None:
+    """The NodeFeature shape fixes where its label maps are: they are sorted as the objects are
+    built, and the general tidy pass is not needed (its result is checked by the golden tests)."""
+    from gpustack_render import pipeline
+    ctx = pipeline.prepare([str(ROOT / "fixtures" / "demo")], [], None)
+    features = ctx.evaluation.plan.node_features
+    assert features
+    with mock.patch.object(render_module, "SLOT_MIN_ITEMS", 1), \
+            mock.patch.object(render_module, "_tidy", side_effect=AssertionError("tidied again")):
+        objects = Renderer(None).render_kind("NodeFeature", features)
+    for obj in objects:
+        labels = obj["spec"]["labels"]
+        assert list(labels) == sorted(labels) and all(type(v) is str for v in labels.values())

@@ -51,9 +51,9 @@ class Renderer:
                                         autoescape=False, keep_trailing_newline=True)
         self.env.filters["q"] = _quote
         self._recorder = slots.install(self.env)
-        self._shapes = slots.ShapeCache()
+        self._shapes = slots.ShapeCache(_DATA_MAPS)
         self._templates: dict[str, Template] = {}
-        self._slotted: dict[str, Template | None] = {}
+        self._slotted: dict[str, slots.Slotted | None] = {}
         problems = []
         for kind in RENDER_KINDS + (CATALOG_KIND,):
             try:
@@ -81,10 +81,13 @@ class Renderer:
         except TemplateError as err:
             raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
                 from None
+        untidy: list[bool] | None = None  # which objects still need _tidy (None: all)
         if slotted is not None:
-            objects = self._shapes.build(rendered)
-            if objects is None:  # read from the real texts, exactly as before
+            built = self._shapes.build(rendered)
+            if built is None:  # read from the real texts, exactly as before
                 objects = _parse_rendered(self._real_texts(rendered, template, items, path), path)
+            else:
+                objects, untidy = built
         else:
             objects = _parse_rendered(texts, path)
         if len(objects) != len(items) or not all(isinstance(o, dict) for o in objects):
@@ -94,11 +97,12 @@ class Renderer:
             first = problems[0]
             more = f" (and {len(problems) - 1} more {kind} objects)" if len(problems) > 1 else ""
             raise UserError([Problem(first.message + more, file=first.file, obj=first.obj, path=first.path)])
-        for obj in objects:
-            _tidy(obj)
+        for index, obj in enumerate(objects):
+            if untidy is None or untidy[index]:
+                _tidy(obj)
         return objects
 
-    def _slotted_template(self, kind: str) -> Template | None:
+    def _slotted_template(self, kind: str) -> slots.Slotted | None:
         """The kind's slotted template (slots.py), compiled on first use."""
         if kind not in self._slotted:
             self._slotted[kind] = slots.slotted_template(self.env, f"{kind}.yaml.j2")

@@ -222,7 +222,68 @@ def _rewrite(body: Iterable[nodes.Node], identifier: str) -> int:
     return count
 
 
-def slotted_template(env: Environment, name: str) -> Template | None:
+class Slotted:
+    """A template compiled with slots, and its straight form when it has one."""
+
+    def __init__(self, template: Template, straight: Straight | None) -> None:
+        self.template, self.straight = template, straight
+
+
+class Straight:
+    """A template that is one run of text and slots: no statement, and every output either text or
+    the ``q`` of an attribute chain of ``obj`` (``{{ obj.a.b | q }}``). Rendering it is reading
+    those chains with the sandbox's ``getattr`` and recording each value, in order, exactly as its
+    compiled code does; its text differs from object to object only in the tokens, so the chunks
+    and the shape are made once per sequence of token forms."""
+
+    def __init__(self, parts: list[str | tuple[str, ...]]) -> None:
+        self.parts = parts
+        self.chains = [part for part in parts if isinstance(part, tuple)]
+        self.shapes: dict[tuple[int, ...], tuple[list[str], str]] = {}
+
+    def learn(self, forms: tuple[int, ...]) -> tuple[list[str], str]:
+        chunks, index = [], 0
+        for part in self.parts:
+            if isinstance(part, tuple):
+                chunks.append(token(forms[index], index))
+                index += 1
+            else:
+                chunks.append(part)
+        known = self.shapes[forms] = (chunks, "".join(chunks))
+        return known
+
+
+def _chain(node: nodes.Node) -> tuple[str, ...] | None:
+    """``obj.a.b`` as ``("a", "b")``; ``None`` for any other expression."""
+    names: list[str] = []
+    while isinstance(node, nodes.Getattr):
+        names.append(node.attr)
+        node = node.node
+    if isinstance(node, nodes.Name) and node.name == "obj" and node.ctx == "load" and names:
+        return tuple(reversed(names))
+    return None
+
+
+def _straight(tree: nodes.Template) -> Straight | None:
+    parts: list[str | tuple[str, ...]] = []
+    for node in tree.body:
+        if not isinstance(node, nodes.Output):
+            return None
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                if parts and isinstance(parts[-1], str):
+                    parts[-1] += child.data
+                else:
+                    parts.append(child.data)
+            elif isinstance(child, nodes.Filter) and child.name == SLOT_FILTER and child.node is not None \
+                    and (chain := _chain(child.node)) is not None:
+                parts.append(chain)
+            else:
+                return None
+    return Straight(parts)
+
+
+def slotted_template(env: Environment, name: str) -> Slotted | None:
     """``name`` compiled with its straight ``q`` outputs as slots, or ``None`` when it has none or
     uses inheritance (a child's top-level output is not written)."""
     if env.loader is None:
@@ -235,8 +296,9 @@ def slotted_template(env: Environment, name: str) -> Template | None:
         identifier = SlotExtension.identifier
         if not _rewrite(tree.body, identifier):
             return None
+        straight = _straight(tree)
         code = env.compile(tree, name, filename)
-        return env.template_class.from_code(env, code, env.make_globals(None), uptodate)
+        return Slotted(env.template_class.from_code(env, code, env.make_globals(None), uptodate), straight)
     except Exception:  # the real template was compiled already; this one is only a shortcut
         return None
 
@@ -250,17 +312,31 @@ def install(env: Environment) -> Recorder:
     return extension.recorder
 
 
+class _Untidy(Exception):
+    """A data map holds more than strings: the object is built plain and tidied the general way."""
+
+
+def _tidy_strings(data: dict[Any, Any]) -> dict[Any, Any]:
+    """What the renderer's ``_tidy`` makes of a data map of strings (sorted by key); anything else
+    is left to it (raising :class:`_Untidy`), so its errors come where they always came."""
+    if set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR:
+        return dict(sorted(data.items()))
+    raise _Untidy
+
+
 class _Shape:
-    """One distinct shape: how to build an object from its slots' readings, or ``None`` when the
-    shape cannot be used (see the module docstring)."""
+    """One distinct shape: how to build an object from its slots' readings (``None`` when the shape
+    cannot be used, see the module docstring), and, when the data maps the renderer tidies sit at
+    places the shape fixes, a builder that tidies them as it builds (``tidy``)."""
 
-    __slots__ = ("build",)
+    __slots__ = ("build", "tidy")
 
-    def __init__(self, build: Callable[[list[Slot]], Any] | None) -> None:
-        self.build = build
+    def __init__(self, build: Callable[[list[Slot]], Any] | None,
+                 tidy: Callable[[list[Slot]], Any] | None = None) -> None:
+        self.build, self.tidy = build, tidy
 
 
-def _compile_shape(text: str, slots: int) -> _Shape:
+def _compile_shape(text: str, slots: int, data_maps: Sequence[tuple[str, str]]) -> _Shape:
     if len(_MARKERS.findall(text)) != 2 * slots:
         return _Shape(None)
     try:
@@ -272,13 +348,40 @@ def _compile_shape(text: str, slots: int) -> _Shape:
     constants: list[Any] = []
     found: list[int] = []
     try:
-        source = _source(tree, constants, found, 0)
+        targets = _tidy_targets(tree, data_maps)
+        source = _source(tree, constants, found, 0, set())
+        tidy_source = _source(tree, [], [], 0, targets) if targets else None
     except NotSimple:
         return _Shape(None)
     if sorted(found) != list(range(slots)):
         return _Shape(None)
-    build = eval(compile(f"lambda s: {source}", "<shape>", "eval"), {"c": constants})  # noqa: S307 (indices only)
-    return _Shape(build)
+    names = {"c": constants, "t": _tidy_strings}
+    build = eval(compile(f"lambda s: {source}", "<shape>", "eval"), names)  # noqa: S307 (indices only)
+    if targets is None:
+        return _Shape(build)
+    tidy = eval(compile(f"lambda s: {tidy_source or source}", "<shape>", "eval"), names)  # noqa: S307
+    return _Shape(build, tidy)
+
+
+def _tidy_targets(tree: Any, data_maps: Sequence[tuple[str, str]]) -> set[int] | None:
+    """The nodes (by ``id``) the renderer's ``_tidy`` would tidy in every object of this shape,
+    or ``None`` when that depends on the values (a slot as a key or as a whole parent)."""
+    if _slot_index(tree) is not None or type(tree) is not dict or any(_slot_index(k) for k in tree):
+        return None
+    targets = set()
+    for outer, inner in data_maps:
+        parent = tree.get(outer)
+        if _slot_index(parent) is not None:
+            return None
+        if type(parent) is not dict:
+            continue
+        if any(_slot_index(k) is not None for k in parent):
+            return None
+        child = parent.get(inner)
+        slot = _slot_index(child)
+        if (slot is not None and slot[0] == OBJECT) or (slot is None and type(child) is dict):
+            targets.add(id(child))
+    return targets
 
 
 def _slot_index(value: Any) -> tuple[int, int] | None:
@@ -305,21 +408,25 @@ def _slot_index(value: Any) -> tuple[int, int] | None:
     return None
 
 
-def _source(value: Any, constants: list[Any], found: list[int], depth: int) -> str:
-    """A Python expression building ``value`` afresh, slots as ``s[i]``, leaves as ``c[i]``."""
+def _source(value: Any, constants: list[Any], found: list[int], depth: int, tidy: set[int]) -> str:
+    """A Python expression building ``value`` afresh, slots as ``s[i]``, leaves as ``c[i]``; the
+    nodes in ``tidy`` wrapped in ``t(...)``."""
     if depth > _MAX_DEPTH:
         raise NotSimple("deep")
+    wrap = id(value) in tidy
     slot = _slot_index(value)
     if slot is not None:
         found.append(slot[1])
-        return f"s[{slot[1]}].reading"
+        expression = f"s[{slot[1]}].reading"
+        return f"t({expression})" if wrap else expression
     kind = type(value)
     if kind is dict:
-        parts = [f"{_source(k, constants, found, depth + 1)}: {_source(v, constants, found, depth + 1)}"
+        parts = [f"{_source(k, constants, found, depth + 1, tidy)}: {_source(v, constants, found, depth + 1, tidy)}"
                  for k, v in value.items()]
-        return "{" + ", ".join(parts) + "}"
+        expression = "{" + ", ".join(parts) + "}"
+        return f"t({expression})" if wrap else expression
     if kind is list:
-        return "[" + ", ".join(_source(v, constants, found, depth + 1) for v in value) + "]"
+        return "[" + ", ".join(_source(v, constants, found, depth + 1, tidy) for v in value) + "]"
     if kind not in (str, int, float, bool, type(None)):
         raise NotSimple(kind.__name__)
     constants.append(value)
@@ -348,10 +455,13 @@ class Rendered:
         return "".join(out)
 
 
-def render_all(env: Environment, template: Template, items: Sequence[Any], recorder: Recorder,
+def render_all(env: Environment, slotted: Slotted, items: Sequence[Any], recorder: Recorder,
                check_size: Callable[[int], None]) -> list[Rendered]:
-    """Every item through the slotted ``template``, as ``template.render(obj=item)`` would run it
+    """Every item through the slotted template, as ``template.render(obj=item)`` would run it
     (a context of the template's globals plus ``obj``, errors raised through jinja's handler)."""
+    if slotted.straight is not None:
+        return _render_straight(env, slotted.straight, items, recorder, check_size)
+    template = slotted.template
     root, context_class = template.root_render_func, env.context_class
     name, blocks = template.name, template.blocks
     flat = dict(template.globals)  # the same keys and values as the ChainMap, read in C
@@ -371,22 +481,61 @@ def render_all(env: Environment, template: Template, items: Sequence[Any], recor
     return out
 
 
+def _render_straight(env: Environment, straight: Straight, items: Sequence[Any], recorder: Recorder,
+                     check_size: Callable[[int], None]) -> list[Rendered]:
+    """What the straight template's code does per item (``environment.getattr`` along each chain,
+    the slot filter on the value, in output order), without writing the text."""
+    getattr_, chains, shapes = env.getattr, straight.chains, straight.shapes
+    out = []
+    for item in items:
+        slots: list[Slot] = []
+        recorder.slots = slots
+        recorder.delta = 0
+        try:
+            for chain in chains:
+                value = item
+                for attribute in chain:
+                    value = getattr_(value, attribute)
+                _take(value, recorder)
+        except Exception:
+            env.handle_exception()
+        forms = tuple([slot.form for slot in slots])
+        chunks, shape = shapes.get(forms) or straight.learn(forms)
+        check_size(len(shape) + recorder.delta)
+        out.append(Rendered(chunks, slots, shape))
+    return out
+
+
 class ShapeCache:
-    """Distinct shapes of one renderer, compiled once."""
+    """Distinct shapes of one renderer, compiled once. ``data_maps`` are the renderer's tidied
+    ``(parent, map)`` places."""
 
-    def __init__(self) -> None:
+    def __init__(self, data_maps: Sequence[tuple[str, str]]) -> None:
         self._shapes: dict[str, _Shape] = {}
+        self._data_maps = data_maps
 
-    def build(self, rendered: Sequence[Rendered]) -> list[Any] | None:
-        """The objects, or ``None`` when one of them must be read from its real text."""
+    def build(self, rendered: Sequence[Rendered]) -> tuple[list[Any], list[bool]] | None:
+        """The objects and, for each, whether the renderer must still tidy it; ``None`` when one
+        of them must be read from its real text."""
         shapes = self._shapes
         for one in rendered:
             if not all(slot.simple for slot in one.slots):
                 return None
             shape = shapes.get(one.shape)
             if shape is None:
-                shape = shapes[one.shape] = _compile_shape(one.shape, len(one.slots))
+                shape = shapes[one.shape] = _compile_shape(one.shape, len(one.slots), self._data_maps)
             if shape.build is None:
                 return None
-        return [shapes[one.shape].build(one.slots) for one in rendered]  # type: ignore[misc]
-
+        objects, untidy = [], []
+        for one in rendered:
+            shape = shapes[one.shape]
+            if shape.tidy is not None:
+                try:
+                    objects.append(shape.tidy(one.slots))
+                    untidy.append(False)
+                    continue
+                except _Untidy:
+                    pass
+            objects.append(shape.build(one.slots))  # type: ignore[misc]
+            untidy.append(True)
+        return objects, untidy
