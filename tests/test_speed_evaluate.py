@@ -6,7 +6,8 @@ shape's flavor membership; ``explain`` (a recorder) bypasses both. So the record
 reference: every test here compares the cached run with it, on generated snapshots of many machine
 types, the fixtures, other settings and rules whose label keys were renamed (the signature must
 follow the rules, not a key list in the code). The fit-label pass is compared with the spec's
-member-by-member reading (stage3-node.md §5) on drawn Devices.
+member-by-member reading (stage3-node.md §5) on drawn Devices. The partial evaluations (``catalog``:
+Nodes, flavors, pools; ``node-patches``: Nodes) must give what the full one gives of those parts.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpustack_render import pipeline
-from gpustack_render.errors import Diagnostics
-from gpustack_render.evaluate.build import Evaluation, evaluate
+from gpustack_render.errors import Diagnostics, UserError
+from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog, evaluate_nodes
 from gpustack_render.evaluate.capacity import CapacityEvaluator
+from gpustack_render.evaluate.plan import Plan
 from gpustack_render.evaluate.record import Records
 from gpustack_render.rules import Rules, load_rules
 from gpustack_render.rules.resources import default_rules_dir
@@ -317,3 +319,44 @@ def test_fit_labels_one_pass_equals_member_by_member(devices: dict[str, Any], va
 def test_fit_label_draws_covered_every_card_kind() -> None:
     test_fit_labels_one_pass_equals_member_by_member()
     CARD_KINDS.assert_all_drawn()
+
+
+# --- the partial evaluations of catalog and node-patches -----------------------------------------
+
+def _is_subsequence(part: list[str], whole: list[str]) -> bool:
+    rest = iter(whole)
+    return all(any(w == p for w in rest) for p in part)
+
+
+@pytest.mark.parametrize("case", ["generated", "demo", "overlapping", "too-many-flavors", "aware"])
+def test_partial_evaluations_give_what_the_full_one_gives(generated: Path, case: str) -> None:
+    """``evaluate_catalog`` and ``evaluate_nodes`` compute a prefix of the stages: the same catalog,
+    flavors and Node facts as :func:`evaluate`, and of its warnings exactly the Nodes' (in order)."""
+    paths, sets = {"generated": ([str(generated)], ()), "demo": (["fixtures/demo"], ()),
+                   "overlapping": (["fixtures/snapshots/overlapping-selectors"], ()),
+                   "too-many-flavors": (["fixtures/snapshots/lifecycle-refused-too-many-flavors"], ()),
+                   "aware": (["fixtures/demo"], ("instance-type-aware-cpu-manufacturer=true",))}[case]
+    ctx = pipeline.prepare([str(REPO / p) for p in paths], list(sets), None)
+    full_diag, catalog_diag, nodes_diag = Diagnostics(), Diagnostics(), Diagnostics()
+    full = evaluate(ctx.snapshot, ctx.rules, ctx.settings, full_diag)
+    catalog = evaluate_catalog(ctx.snapshot, ctx.rules, ctx.settings, catalog_diag)
+    nodes = evaluate_nodes(ctx.snapshot, ctx.rules, ctx.settings, nodes_diag)
+    assert full.plan.catalog and catalog.plan.catalog == full.plan.catalog
+    assert dataclasses.asdict(catalog.plan)["flavors"] == dataclasses.asdict(full.plan)["flavors"]
+    assert _facts_view(nodes) == _facts_view(full) == _facts_view(catalog)
+    assert nodes.plan == Plan() and not catalog.plan.cluster_queues and not catalog.plan.node_features
+    node_warnings = [w for w in full_diag.warnings if w.startswith("Node/")]
+    assert catalog_diag.warnings == node_warnings
+    assert _is_subsequence(nodes_diag.warnings, node_warnings)
+
+
+def test_partial_evaluations_refuse_bad_nodes_as_the_full_one(tmp_path: Path) -> None:
+    rules = load_rules()
+    bad = {**_base_labels(rules), rules.vocabulary.topologyProfile.label: "not-a-profile"}
+    ctx = pipeline.prepare([_write(tmp_path, [_node("p1", bad)])], [], None)
+    messages = []
+    for run in (evaluate, evaluate_catalog, evaluate_nodes):
+        with pytest.raises(UserError) as raised:
+            run(ctx.snapshot, ctx.rules, ctx.settings, Diagnostics())
+        messages.append([(p.obj, p.path, p.message) for p in raised.value.problems])
+    assert messages[0] == messages[1] == messages[2] and messages[0][0][0] == "Node/p1"

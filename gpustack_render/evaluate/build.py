@@ -30,28 +30,9 @@ class Evaluation:
 def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics,
              recorder: Recorder | None = None) -> Evaluation:
     """Stages 3 and 4. ``recorder`` (``explain`` only) receives each decision as it is made."""
-    problems: list[Problem] = []
-    nodes = NodeEvaluator(rules, settings, diag, recorder)
-    flavors = FlavorBuilder(rules, settings, diag, recorder)
     plan = Plan()
-    facts_list: list[NodeFacts] = []
-    feature_name, feature_namespace = _node_feature_namer(rules), rules.vocabulary.nodeFeatureNamespace
-    node_features = plan.node_features
-    for name in sorted(snapshot.nodes):
-        node = snapshot.nodes[name]
-        before = len(problems)
-        facts = nodes.evaluate(node, problems)
-        if len(problems) > before:
-            problems[before:] = [dataclasses.replace(p, file=snapshot.files.get(("Node", name), ""))
-                                 for p in problems[before:]]
-        facts_list.append(facts)
-        shape = facts.shape
-        node_features.append(NodeFeaturePlan(
-            feature_name(name), feature_namespace, name,
-            dict(shape.feature_sorted if shape is not None else sorted(facts.feature_labels.items()))))
-        flavors.add_node(facts, node)
-    if problems:
-        raise UserError(problems)
+    flavors = FlavorBuilder(rules, settings, diag, recorder)
+    nodes, facts_list = _stage3(snapshot, rules, settings, diag, recorder, plan.node_features, flavors)
     aware = rules.is_aware(settings)
     plan.flavors = flavors.flavors()
     plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag, recorder)
@@ -87,6 +68,54 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     plan.local_queues = build_local_queues([q.name for q in plan.cluster_queues], rules, snapshot)
     plan.catalog = build_catalog(pools, snapshot, aware)
     return Evaluation(plan, facts_list)
+
+
+def evaluate_nodes(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
+    """Stage 3 alone (an empty plan): all that ``node-patches`` reads is each Node's facts. Nothing of
+    the chain is built, so none of its warnings (flavors, Topologies, queues) is given."""
+    _, facts = _stage3(snapshot, rules, settings, diag, None, None, None)
+    return Evaluation(Plan(), facts)
+
+
+def evaluate_catalog(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
+    """Stage 3, the flavors and the pools: all that ``catalog`` reads (the plan holds the flavors and
+    the catalog, as :func:`evaluate` gives them). Topologies, InstanceTypes and queues are not built,
+    so their warnings are not given."""
+    flavors = FlavorBuilder(rules, settings, diag)
+    _, facts = _stage3(snapshot, rules, settings, diag, None, None, flavors)
+    aware = rules.is_aware(settings)
+    plan = Plan(flavors=flavors.flavors())
+    plan.catalog = build_catalog(build_pools(plan.flavors, rules, aware), snapshot, aware)
+    return Evaluation(plan, facts)
+
+
+def _stage3(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics,
+            recorder: Recorder | None, node_features: list[NodeFeaturePlan] | None,
+            flavors: FlavorBuilder | None) -> tuple[NodeEvaluator, list[NodeFacts]]:
+    """Every Node's facts in name order, with its NodeFeature (into ``node_features``) and its flavors
+    (into ``flavors``) when asked; the Nodes' problems raised together once all were seen."""
+    problems: list[Problem] = []
+    nodes = NodeEvaluator(rules, settings, diag, recorder)
+    facts_list: list[NodeFacts] = []
+    feature_name, feature_namespace = _node_feature_namer(rules), rules.vocabulary.nodeFeatureNamespace
+    for name in sorted(snapshot.nodes):
+        node = snapshot.nodes[name]
+        before = len(problems)
+        facts = nodes.evaluate(node, problems)
+        if len(problems) > before:
+            problems[before:] = [dataclasses.replace(p, file=snapshot.files.get(("Node", name), ""))
+                                 for p in problems[before:]]
+        facts_list.append(facts)
+        if node_features is not None:
+            shape = facts.shape
+            node_features.append(NodeFeaturePlan(
+                feature_name(name), feature_namespace, name,
+                dict(shape.feature_sorted if shape is not None else sorted(facts.feature_labels.items()))))
+        if flavors is not None:
+            flavors.add_node(facts, node)
+    if problems:
+        raise UserError(problems)
+    return nodes, facts_list
 
 
 def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
