@@ -93,10 +93,12 @@ class Slot:
     makes of the JSON there if it reads it (``simple``), and the JSON itself for the old path
     (``None`` for a mapping read without it: :meth:`json_text` writes it again from the reading)."""
 
-    __slots__ = ("form", "reading", "length", "text", "simple")
+    __slots__ = ("form", "reading", "length", "text", "simple", "tidy")
 
-    def __init__(self, form: int, reading: Any, length: int, text: str | None, simple: bool) -> None:
+    def __init__(self, form: int, reading: Any, length: int, text: str | None, simple: bool,
+                 tidy: bool = False) -> None:
         self.form, self.reading, self.length, self.text, self.simple = form, reading, length, text, simple
+        self.tidy = tidy  # the reading is a mapping of strings sorted by key (as the renderer tidies it)
 
     def json_text(self) -> str:
         return self.text if self.text is not None else _quote(self.reading)
@@ -138,7 +140,7 @@ class Recorder:
                 simple = simple and key_slot.simple and item_slot.simple
             known = self.maps[content] = Slot(OBJECT, dict(sorted(content)), length - 2 if content else 2, None,
                                               simple)
-        return Slot(OBJECT, known.reading.copy(), known.length, None, known.simple)
+        return Slot(OBJECT, known.reading.copy(), known.length, None, known.simple, True)
 
     def other(self, value: Any) -> Slot:
         kind = type(value)
@@ -418,7 +420,7 @@ def _source(value: Any, constants: list[Any], found: list[int], depth: int, tidy
     if slot is not None:
         found.append(slot[1])
         expression = f"s[{slot[1]}].reading"
-        return f"t({expression})" if wrap else expression
+        return f"({expression} if s[{slot[1]}].tidy else t({expression}))" if wrap else expression
     kind = type(value)
     if kind is dict:
         parts = [f"{_source(k, constants, found, depth + 1, tidy)}: {_source(v, constants, found, depth + 1, tidy)}"
