@@ -66,22 +66,48 @@ class _Source:
 
 @dataclass
 class _TypedSource:
-    """An object of a bulk kind typed while its file was decoded (:mod:`.fastjson`)."""
+    """An object of a bulk kind typed while its file was decoded (:mod:`.fastjson`). Its JSON text
+    is dropped once the file is read, so the file's bytes are freed before the next one is read
+    (they were 430 MB of a 1.2 GB peak at 65,000 Nodes); a duplicate identity, rare, reads it again."""
 
     item: fastjson.TypedItem
     file: str
+    index: int  # among the objects of its file
+    reread: "_Reread"
+
+
+class _Reread:
+    """The objects of a file read again, for the JSON text of a typed object (duplicates only)."""
+
+    def __init__(self, fast_models: Callable[[str, str], type | None]) -> None:
+        self.fast_models = fast_models
+        self.files: dict[str, list[Any]] = {}
+
+    def raw(self, source: _TypedSource) -> Any:
+        if source.item.raw is not None:
+            return source.item.raw
+        items = self.files.get(source.file)
+        if items is None:
+            data = _bytes_of(Path(source.file), None)
+            items = fastjson.read_items(data, self.fast_models) or fastyaml.read_items(data, self.fast_models) or []
+            self.files[source.file] = items
+        again = items[source.index] if source.index < len(items) else None
+        if not isinstance(again, fastjson.TypedItem) or again.raw is None:  # the file changed meanwhile
+            raise UserError.single("changed while it was read", file=source.file)
+        return again.raw
 
 
 def _same(first: _Source | _TypedSource, second: _Source | _TypedSource) -> bool:
     """Whether two objects of one identity are the same object: equal as ``json.loads`` reads them
     (as the dicts were compared before); the same JSON text is that without reading it."""
-    if isinstance(first, _TypedSource) and isinstance(second, _TypedSource) and first.item.raw == second.item.raw:
+    if isinstance(first, _TypedSource) and isinstance(second, _TypedSource) \
+            and first.reread.raw(first) == second.reread.raw(second):
         return True
     return bool(_plain(first) == _plain(second))
 
 
 def _plain(source: _Source | _TypedSource) -> Any:
-    return fastjson.plain(source.item.raw) if isinstance(source, _TypedSource) else source.obj
+    return fastjson.plain(source.reread.raw(source)) if isinstance(source, _TypedSource) else source.obj
 
 
 def expand_paths(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
@@ -137,6 +163,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
     the way (:mod:`.fastjson`), a YAML file in kubectl's block style through rapidyaml's JSON
     (:mod:`.fastyaml`); a file those readers decline is read as before (same messages)."""
     out: list[_Source | _TypedSource] = []
+    reread = _Reread(fast_models)
     for display, path in expand_paths(paths):
         files.append(display)
         stdin_text = sys.stdin.read() if path is None else None
@@ -146,9 +173,11 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
             items = fastyaml.read_items(data, fast_models)
         data = b""  # the file's bytes live on only in the typed items' raw slices
         if items is not None:
-            for item in items:
+            for index, item in enumerate(items):
                 if isinstance(item, fastjson.TypedItem):
-                    out.append(_TypedSource(item, display))
+                    if path is not None:
+                        item.raw = None  # see _TypedSource (stdin cannot be read again: kept)
+                    out.append(_TypedSource(item, display, index, reread))
                 else:
                     out.extend(_Source(obj, display) for obj in flatten_lists(item, display, problems))
             continue

@@ -60,12 +60,13 @@ def _typed_decoder(struct: type) -> msgspec.json.Decoder[Any]:
 
 @dataclass
 class TypedItem:
-    """A bulk-kind object already typed; ``raw`` is its exact JSON text (for duplicate checks)."""
+    """A bulk-kind object already typed; ``raw`` is its exact JSON text (for duplicate checks;
+    ``None`` once the caller let it go)."""
 
     group: str
     kind: str
     typed: Any
-    raw: msgspec.Raw | bytes | bytearray
+    raw: msgspec.Raw | bytes | bytearray | None
 
 
 def plain(raw: msgspec.Raw | bytes | bytearray) -> Any:
