@@ -2,8 +2,11 @@
 
 Templates are admin input too, so they run in jinja2's sandbox with ``StrictUndefined``. Every
 value goes through the ``q`` filter (JSON encoding, which YAML reads back unchanged), so no label
-value can change the document structure. All objects of a kind are rendered into one stream and
-parsed once by libyaml.
+value can change the document structure. A kind with many objects is rendered through slots
+(slots.py): each distinct text shape is read once and every object is built from its values'
+readings, exactly as reading its text would build it; otherwise (few objects, or anything the
+slots do not vouch for) each rendered text is read back, by the fast block reader or, for a kind
+one of whose texts it declines, by libyaml.
 """
 
 from __future__ import annotations
