@@ -48,7 +48,16 @@ class _Head(msgspec.Struct):
     kind: Any = None
 
 
+class _TopList(msgspec.Struct):
+    """The common case read in one pass: ``items`` a list (or absent)."""
+
+    apiVersion: Any = None
+    kind: Any = None
+    items: list[msgspec.Raw] | None = None
+
+
 _TOP = msgspec.json.Decoder(_Top)
+_TOP_LIST = msgspec.json.Decoder(_TopList)
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _HEAD = msgspec.json.Decoder(_Head)
 
@@ -99,8 +108,12 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
     if not looks_like_json(data) or not is_utf8(data):
         return None
     try:
-        top = _TOP.decode(data)
-        items = _list_items(top)
+        try:
+            listed = _TOP_LIST.decode(data)
+            is_list = isinstance(listed.kind, str) and listed.kind.endswith("List")
+            items = listed.items if is_list else None
+        except msgspec.ValidationError:  # ``items`` of another type, or not an object: read apart
+            items = _list_items(_TOP.decode(data))
     except msgspec.DecodeError:  # not JSON msgspec reads (NaN, a lone surrogate, ...) or not an object
         return None
     return [_item(raw, fast_models) for raw in (items if items is not None else [data])]
