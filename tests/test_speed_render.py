@@ -315,3 +315,15 @@ def test_node_features_are_tidied_while_built() -> None:
     for obj in objects:
         labels = obj["spec"]["labels"]
         assert list(labels) == sorted(labels) and all(type(v) is str for v in labels.values())
+
+
+def test_a_kind_of_distinct_shapes_is_read_from_its_texts(tmp_path: Path) -> None:
+    """Every object its own shape (a loop as long as its index): compiling each shape would cost
+    more than reading the texts, so they are read, with the same result."""
+    body = HEAD + "spec:\n{%- for v in obj.values %}\n  k{{ loop.index }}: {{ v | q }}\n{%- endfor %}\n"
+    pair = Pair(_templates(tmp_path, body))
+    batch = [Item(f"n{i}", values=list(range(i + 1))) for i in range(300)]
+    with mock.patch.object(slots, "_compile_shape", wraps=slots._compile_shape) as compiled:
+        fast = pair.outcome(pair.fast, batch)
+    assert fast == pair.outcome(pair.old, batch)
+    assert compiled.call_count == max(slots._NEW_SHAPES, len(batch) // 4)  # then it gave up

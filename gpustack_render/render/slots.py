@@ -53,6 +53,7 @@ _PLAIN_TOKEN = re.compile("\ue004([0-9]+)'\\\\\ue001")
 _OBJECT_KEY = re.compile("\ue002([0-9]+)\ue001")
 _ARRAY_ITEM = re.compile("\ue003([0-9]+)\ue001")
 _MAX_DEPTH = 60                 # nesting the generated builder may have (Python's parser has limits)
+_NEW_SHAPES = 64                # shapes one kind may add beyond a quarter of its objects
 
 STRING, OBJECT, ARRAY, PLAIN = 0, 1, 2, 3
 _ONLY_STR = {str}
@@ -519,12 +520,15 @@ class ShapeCache:
     def build(self, rendered: Sequence[Rendered]) -> tuple[list[Any], list[bool]] | None:
         """The objects and, for each, whether the renderer must still tidy it; ``None`` when one
         of them must be read from its real text."""
-        shapes = self._shapes
+        shapes, budget = self._shapes, max(_NEW_SHAPES, len(rendered) // 4)
         for one in rendered:
             if not all(slot.simple for slot in one.slots):
                 return None
             shape = shapes.get(one.shape)
             if shape is None:
+                budget -= 1
+                if budget < 0:  # nearly every object its own shape: compiling them would cost more
+                    return None
                 shape = shapes[one.shape] = _compile_shape(one.shape, len(one.slots), self._data_maps)
             if shape.build is None:
                 return None
