@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gpustack_render.errors import Diagnostics, UserError
-from gpustack_render.evaluate.build import Evaluation, evaluate
+from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog, evaluate_nodes
 from gpustack_render.evaluate.record import Records
 from gpustack_render.render import Renderer
 from gpustack_render.rules import Rules, load_rules
@@ -30,6 +30,19 @@ class Context:
             with stage("evaluate"):
                 self._evaluation = evaluate(self.snapshot, self.rules, self.settings, self.diagnostics)
         return self._evaluation
+
+    _node_evaluation: Evaluation | None = None
+
+    @property
+    def node_evaluation(self) -> Evaluation:
+        """What ``node-patches`` reads: each Node's facts (stage 3 alone), or the full evaluation
+        when one already ran."""
+        if self._evaluation is not None:
+            return self._evaluation
+        if self._node_evaluation is None:
+            with stage("evaluate"):
+                self._node_evaluation = evaluate_nodes(self.snapshot, self.rules, self.settings, self.diagnostics)
+        return self._node_evaluation
 
     _records: Records | None = None
 
@@ -94,12 +107,15 @@ def removal_warnings(ctx: Context, objects: Sequence[dict[str, Any]]) -> list[st
 
 
 def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
-    return Renderer(templates_dir).render_catalog(ctx.evaluation.plan)
+    """``catalog``: only Nodes, flavors and pools are evaluated (no Topology, InstanceType or queue)."""
+    with stage("evaluate"):
+        plan = evaluate_catalog(ctx.snapshot, ctx.rules, ctx.settings, ctx.diagnostics).plan
+    return Renderer(templates_dir).render_catalog(plan)
 
 
 def node_patches(ctx: Context) -> list[dict[str, Any]]:
     from gpustack_render.emit.patches import node_patches as compute
-    return compute(ctx.snapshot, ctx.rules, ctx.evaluation, ctx.diagnostics)
+    return compute(ctx.snapshot, ctx.rules, ctx.node_evaluation, ctx.diagnostics)
 
 
 def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, str]]:

@@ -72,14 +72,15 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
         from gpustack_render.yamlio import dump_json, dump_yaml
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         if strict_devices:
-            check_devices_captured(ctx.snapshot, ctx.rules, ctx.evaluation)
+            check_devices_captured(ctx.snapshot, ctx.rules, ctx.node_evaluation)
         entries = pipeline.node_patches(ctx)
-        if fmt == "json":
-            write_stdout(dump_json(entries))
-        elif fmt == "kubectl":
-            write_stdout(kubectl_lines(entries))
-        else:
-            write_stdout(dump_yaml(entries) if entries else "[]\n")
+        with stage("write"):
+            if fmt == "json":
+                write_stdout(dump_json(entries))
+            elif fmt == "kubectl":
+                write_stdout(kubectl_lines(entries))
+            else:
+                write_stdout(dump_yaml(entries) if entries else "[]\n")
 
     command_body(action)
 

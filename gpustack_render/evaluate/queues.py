@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.chain import flavor_order, flavor_selector, queue_labels
-from gpustack_render.evaluate.nodes import NodeFacts
+from gpustack_render.evaluate.nodes import NodeFacts, NodeShape
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan, QueueFlavorQuota
 from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.k8s import format_decimal_si
@@ -34,9 +34,18 @@ class NodeMatcher:
     def __init__(self, facts: list[NodeFacts], flavors: list[FlavorPlan]) -> None:
         keys = sorted({k for f in flavors for k in f.node_labels})
         signatures: dict[frozenset[tuple[str, str]], list[str]] = {}
+        # A NodeShape fixes the converged value of every key a flavor's nodeLabels hold (they are the
+        # rules' exact keys, aKey-prefixed keys and the NodeFeature's own: all in the signature;
+        # tests/test_speed_evaluate.py checks it), so the label signature is built once per shape.
+        by_shape: dict[NodeShape, frozenset[tuple[str, str]]] = {}
         for node in facts:
             if node.managed:
-                sig = frozenset((k, node.converged[k]) for k in keys if k in node.converged)
+                shape = node.shape
+                sig = by_shape.get(shape) if shape is not None else None
+                if sig is None:
+                    sig = frozenset((k, node.converged[k]) for k in keys if k in node.converged)
+                    if shape is not None:
+                        by_shape[shape] = sig
                 signatures.setdefault(sig, []).append(node.name)
         self.matches: dict[str, list[str]] = {}
         self.by_signature: list[tuple[list[str], set[str]]] = []
