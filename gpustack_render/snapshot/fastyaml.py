@@ -69,7 +69,7 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
     the pre-scan cannot prove that rapidyaml reads it as PyYAML does, or rapidyaml refuses it (the
     caller reads the file as before).
 
-    A ``kind: *List`` whose items start at column 0 (kubectl's layout) is parsed a few megabytes
+    A ``kind: *List`` whose items start at column 0 (kubectl's layout) is parsed about a megabyte
     of items at a time: rapidyaml's tree takes ~140 bytes a node, 2.5 GB for 65,000 Nodes at once.
     """
     if ryml is None or not data or fastjson.looks_like_json(data) or not fastjson.is_utf8(data):
