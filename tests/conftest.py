@@ -12,6 +12,7 @@ as ``gpustack-render test --update``. Review ``git diff`` before committing.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -40,6 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
     """``--update-goldens`` is the environment switch ``gpustack-render test`` reads, set for this run."""
     if config.getoption("--update-goldens"):
         os.environ[UPDATE_ENV] = "1"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (test items, module data, compiled strategies) lives to the end:
+    freezing it keeps the thousand-odd collections the in-process CLI runs trigger from walking it
+    again each time (a third of the collector's time in this process)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
