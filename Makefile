@@ -18,7 +18,8 @@ run: $(STAMP)
 	@$(BIN)/gpustack-render render fixtures/demo
 
 test: $(STAMP)
-	@start=$$(date +%s); $(BIN)/python -m mypy && $(BIN)/python -m pytest -q --durations=10; status=$$?; \
+	@start=$$(date +%s); env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m mypy && \
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=10; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
 # docs/rules.md is generated from real runs; tests/test_docs.py fails when it is stale

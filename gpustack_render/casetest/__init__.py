@@ -424,7 +424,7 @@ def load_expected(case: Case) -> list[Any]:
     if not path.exists():
         raise CaseDefinitionError(f"{path}: missing (write it by hand or run `gpustack-render test --update`)")
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+        docs = [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) if d is not None]
     except yaml.YAMLError as err:
         raise CaseDefinitionError(f"{path}: invalid YAML: {err}") from err
     if case.command in LIST_COMMANDS:

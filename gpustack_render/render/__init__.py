@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
-from jinja2 import FileSystemLoader, StrictUndefined, Template, TemplateError, TemplateSyntaxError
+from types import CodeType
+
+from jinja2 import BytecodeCache, FileSystemLoader, StrictUndefined, Template, TemplateError, TemplateSyntaxError
+from jinja2.bccache import Bucket
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
@@ -45,13 +48,38 @@ _DATA_MAPS_BY_PARENT = tuple((outer, tuple(i for o, i in _DATA_MAPS if o == oute
 _quote = slots._quote
 
 
+class _CompiledTemplates(BytecodeCache):
+    """Templates compiled once per process, keyed by name/file and source checksum: a Renderer is
+    made per render and per explained object, and compiling its templates dominated a process that
+    makes many (the test suite). Every Renderer configures its environment identically (sandbox,
+    options, the slots extension), which is all compiled code depends on besides the source; an
+    edited template has a new checksum. Only the Renderer's environment uses it."""
+
+    def __init__(self) -> None:
+        self._code: dict[tuple[str, str], CodeType] = {}
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        code = self._code.get((bucket.key, bucket.checksum))
+        if code is not None:
+            bucket.code = code
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        if bucket.code is not None:
+            if len(self._code) >= 256:
+                del self._code[next(iter(self._code))]
+            self._code[(bucket.key, bucket.checksum)] = bucket.code
+
+
+_COMPILED = _CompiledTemplates()
+
+
 class Renderer:
     def __init__(self, templates_dir: Path | None = None) -> None:
         self.dir = templates_dir or default_templates_dir()
         if not self.dir.is_dir():
             raise UserError.single("templates directory not found", file=str(self.dir))
-        self.env = BoundedSandbox(loader=FileSystemLoader(str(self.dir)), undefined=StrictUndefined,
-                                        autoescape=False, keep_trailing_newline=True)
+        self.env = BoundedSandbox(loader=FileSystemLoader(str(self.dir)), bytecode_cache=_COMPILED,
+                                  undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
         self.env.filters["q"] = _quote
         self._recorder = slots.install(self.env)
         self._shapes = slots.ShapeCache(_DATA_MAPS)

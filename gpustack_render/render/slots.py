@@ -293,17 +293,37 @@ def slotted_template(env: Environment, name: str) -> Slotted | None:
         return None
     try:
         source, filename, uptodate = env.loader.get_source(env, name)
-        tree = env.parse(source, name, filename)
-        if tree.find(nodes.Extends) is not None:
+        key = (name, filename or "", source)
+        if key not in _COMPILED:
+            if len(_COMPILED) >= _COMPILED_MAX:
+                del _COMPILED[next(iter(_COMPILED))]
+            _COMPILED[key] = _compile_slotted(env, source, name, filename)
+        compiled = _COMPILED[key]
+        if compiled is None:
             return None
-        identifier = SlotExtension.identifier
-        if not _rewrite(tree.body, identifier):
-            return None
-        straight = _straight(tree)
-        code = env.compile(tree, name, filename)
+        code, straight = compiled
         return Slotted(env.template_class.from_code(env, code, env.make_globals(None), uptodate), straight)
     except Exception:  # the real template was compiled already; this one is only a shortcut
         return None
+
+
+# Slotted code per template name, file and source. Every Renderer configures its environment the same
+# way (the sandbox class, this extension, the same options), which is all the compiled code depends
+# on besides the source: a process that makes many Renderers (explain makes one per object, the test
+# suite thousands) compiles each template once.
+_COMPILED: dict[tuple[str, str, str], tuple[Any, Straight | None] | None] = {}
+_COMPILED_MAX = 64
+
+
+def _compile_slotted(env: Environment, source: str, name: str,
+                     filename: str | None) -> tuple[Any, Straight | None] | None:
+    tree = env.parse(source, name, filename)
+    if tree.find(nodes.Extends) is not None:
+        return None
+    if not _rewrite(tree.body, SlotExtension.identifier):
+        return None
+    straight = _straight(tree)
+    return env.compile(tree, name, filename), straight
 
 
 def install(env: Environment) -> Recorder:

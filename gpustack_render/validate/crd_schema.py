@@ -140,13 +140,37 @@ def crds_from_objects(objects: Iterable[dict[str, Any]], source: str) -> Crds:
     return crds
 
 
+# Loaded CRD directories by path and the bytes of their manifests: validate runs in a process that
+# validates again (the test suite; a CI job checking several renders) parse the 1.4 MB Workload CRD
+# and compile its validators once. A Crds is only added to while it is loaded.
+_LOADED: dict[tuple[str, tuple[tuple[str, bytes], ...]], Crds] = {}
+_LOADED_MAX = 8
+
+
 def load_crd_dir(path: Path) -> Crds:
     """Every CustomResourceDefinition under ``path`` (read recursively); none at all is an error."""
     if not path.is_dir():
         raise UserError.single("CRD directory not found", file=str(path))
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+    try:
+        key: tuple[str, tuple[tuple[str, bytes], ...]] | None = (str(path), tuple((str(f), f.read_bytes())
+                                                                               for f in files))
+    except OSError:
+        key = None  # the reader below words the problem
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
+    crds = _load_files(path, files)
+    if key is not None:
+        if len(_LOADED) >= _LOADED_MAX:
+            del _LOADED[next(iter(_LOADED))]
+        _LOADED[key] = crds
+    return crds
+
+
+def _load_files(path: Path, files: list[Path]) -> Crds:
     crds = Crds(source=str(path))
     problems: list[Problem] = []
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES):
+    for file in files:
         try:
             docs = parse_documents(read_text(file, str(file)), str(file))
         except UserError as err:
