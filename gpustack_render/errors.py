@@ -7,7 +7,6 @@ at once and the CLI can map them to exit code 2 without a traceback.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -84,7 +83,9 @@ class Diagnostics:
 
 
 def did_you_mean(word: str, vocabulary: Iterable[str]) -> str:
-    """A short suggestion for a misspelt closed-vocabulary word, or ``""``."""
+    """A short suggestion for a misspelt closed-vocabulary word, or ``""``. (difflib is imported
+    here: only an error needs it, and a render that has none does not pay for its import.)"""
+    import difflib
     options = sorted(vocabulary)
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     if not close:

@@ -38,7 +38,7 @@ FILTERS: dict[str, Callable[[str], str]] = {"fnv64a": fnv1a64_hex, "lower": str.
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class NameFormat:
     """A compiled name format; ``render`` is a tight loop over literal and placeholder parts."""
 
@@ -93,7 +93,7 @@ class ArithmeticFailure(ValueError):
     """An expression failed on its input values (the rule's fault, never the renderer's)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Arithmetic:
     """A sandboxed Jinja expression evaluated to a whole number.
 
@@ -197,7 +197,7 @@ SCOPES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Fact:
     """A fact a condition may name: its type, where it is known, and what it means (docs/rules.md)."""
 
@@ -347,7 +347,7 @@ def _shown(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else json.dumps(value, ensure_ascii=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Leaf:
     """One fact or setting a condition read: its text (``cpuCount Gt 0``), the value read, the result."""
 
@@ -356,7 +356,7 @@ class Leaf:
     value: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Verdict:
     """A condition's value with why: ``reason`` names the leaves that decided it (``cpuCount is 0,
     needs Gt 0``), ``leaves`` every fact and setting it read."""

@@ -174,7 +174,7 @@ def _cruft_step(step: Any) -> Callable[[str], str]:
     return str.strip
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledQueues:
     quota_cpu: QuotaRule | None
     quota_accelerated: QuotaRule | None
@@ -200,7 +200,7 @@ def compile_queues(c: Compiler, queues: schema.QueueRules, m: int) -> CompiledQu
     return CompiledQueues(quota["cpu"], quota["accelerated"], tuple(checks), derive)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledCapacity:
     families: tuple[CapacityFamilyRule, ...]
     fit_sliced_label: NameFormat | None

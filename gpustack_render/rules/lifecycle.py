@@ -11,7 +11,7 @@ from gpustack_render.rules.expressions import always
 from gpustack_render.rules.model import LifecycleMarkers, LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledLifecycle:
     """rules/lifecycle.yaml compiled."""
     stop_policy: tuple[StopPolicyRule, ...]

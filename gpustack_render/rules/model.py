@@ -1,4 +1,10 @@
-"""The compiled rules: frozen values the stages read (no rule file, no pydantic model needed)."""
+"""The compiled rules: frozen values the stages read (no rule file, no pydantic model needed).
+
+The records are ``eq=False``: compiled once per rules directory and never compared or hashed by
+value (they hold compiled closures, which compare by identity anyway), they would carry generated
+``__eq__``/``__hash__`` nobody calls, and generating methods is most of what importing this module
+costs on every command (a third less per class; issue 14). They stay frozen and hashable (by
+identity)."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ CAPACITY_VARIABLES = {"L", "P", "slices", "vram", "overcommit", "M"}
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RuleCondition:
     """A rule's condition as ``explain`` shows it, compiled at load next to its boolean closure:
     its one-line text, its verdict twin (why it holds or not) and, when it is a single setting, that
@@ -30,14 +36,14 @@ class RuleCondition:
 ALWAYS = RuleCondition("always", compile_verdict(None), None)  # an entry written without a condition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FitPopulations:
     """Capacity ``fitLabels.populations``: which cards each fit label counts (``logical`` or ``wholeCard``)."""
     slicedMaxFreeUnits: str
     sharedFreeCards: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ManufacturerRule:
     name: str
     resource_base: str
@@ -45,7 +51,7 @@ class ManufacturerRule:
     publish_profile: tuple[tuple[re.Pattern[str], str], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FlavorKind:
     key: tuple[str, ...]
     contributes: CompiledCondition
@@ -53,27 +59,27 @@ class FlavorKind:
     pin_cpu_only: CompiledCondition | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PresetTier:
     cpu: str
     ram: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PresetEntry:
     tier: str
     tokens: tuple[str, ...]
     by: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CpuManufacturerSource:
     label: str
     fallback: str
     absentValues: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AnnotationIdSource:
     """A gKey idPrefix source read from an annotation (its ``maxLength`` expression, as written, is
     compiled into :attr:`Rules.id_prefix_max_length`)."""
@@ -82,42 +88,42 @@ class AnnotationIdSource:
     maxLength: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class LabelsIdSource:
     labels: tuple[str, ...]
     join: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class GKeyRule:
     maxLength: int
     manufacturer: CpuManufacturerSource
     idPrefix: tuple[AnnotationIdSource | LabelsIdSource, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AKeyRule:
     labelPrefix: str
     value: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CruftCutAt:
     cutAt: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CruftDelete:
     delete: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CruftRegex:
     regex: str
     replace: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CruftTrim:
     pass
 
@@ -125,7 +131,7 @@ class CruftTrim:
 CruftRule = CruftCutAt | CruftDelete | CruftRegex | CruftTrim
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class NormalizeNameRule:
     """NormalizeName as written (``explain`` words each cruft step; the steps as functions are
     :attr:`Rules.cruft_steps`)."""
@@ -135,7 +141,7 @@ class NormalizeNameRule:
     separators: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Normalisation:
     """``rules/normalisation.yaml`` compiled; fields named as in the file."""
     gKey: GKeyRule
@@ -143,7 +149,7 @@ class Normalisation:
     normalizeName: NormalizeNameRule
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PresetRow:
     """One row of a manufacturer's preset table as written (``explain`` names its prefixes and ``by``)."""
     tier: str
@@ -151,7 +157,7 @@ class PresetRow:
     by: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Presets:
     """``rules/presets.yaml`` (UnitResourcePresets) compiled; the match table itself is
     :attr:`Rules.preset_entries`, flattened to token prefixes."""
@@ -164,20 +170,20 @@ class Presets:
     manufacturers: Mapping[str, tuple[PresetRow, ...]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class AdmissionCheckRule:
     name: str
     controller_name: str
     when: CompiledCondition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class QuotaRule:
     resource: NameFormat
     nominal_quota: Arithmetic
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CapacityFamilyRule:
     name: str
     population: str
@@ -187,7 +193,7 @@ class CapacityFamilyRule:
     profile_key: NameFormat | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class StopPolicyRule:
     name: str
     when: CompiledCondition
@@ -198,7 +204,7 @@ class StopPolicyRule:
     origin: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SavedStopPolicyRule:
     name: str
     when: CompiledCondition
@@ -207,7 +213,7 @@ class SavedStopPolicyRule:
     origin: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class LifecycleWarningRule:
     name: str
     when: CompiledCondition
@@ -215,7 +221,7 @@ class LifecycleWarningRule:
     origin: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class LifecycleMarkers:
     """The annotation keys the renderer marks its own holds with (rules/lifecycle.yaml ``markers``);
     the fields are named as the rule file names them, so ``mark: [name]`` and the code agree."""
@@ -225,7 +231,7 @@ class LifecycleMarkers:
     inactiveHold: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class KindMetadata:
     """``rules/output.yaml`` compiled: what :func:`gpustack_render.render.output_meta.apply_output_metadata`
     adds to every rendered object of one kind, each map sorted by key."""
@@ -233,20 +239,20 @@ class KindMetadata:
     annotations: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class TopologyProfileLabel:
     label: str
     format: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class QueueTypeLabel:
     key: str
     flavor: str
     queue: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CpuAnnotations:
     """Vocabulary ``cpuAnnotations``; ``detail`` and ``cache`` keep the rule file's order (the note's)."""
     product: str
@@ -255,7 +261,7 @@ class CpuAnnotations:
     cache: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Vocabulary:
     """``rules/vocabulary.yaml`` compiled; fields named as the rule file names them, so a stage's
     ``vocab.queueType.key`` reads like the entry it refers to."""
@@ -270,51 +276,51 @@ class Vocabulary:
     cpuAnnotations: CpuAnnotations
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class NamingDisplay:
     """The Naming entries that are not name formats (those are compiled into :class:`Rules` fields)."""
     unawareCpuDisplayName: str
     displayNameMaxLength: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffKind:
     group: str
     kind: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffOwnerLabel:
     key: str
     value: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffOwnership:
     labels: tuple[DiffOwnerLabel, ...]
     namePrefixes: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffIgnoredField:
     path: tuple[str, ...]
     whenDesiredUnset: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffDefaultValue:
     path: tuple[str, ...]
     value: str | bool | int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffKindDefaults:
     group: str
     kind: str
     values: tuple[DiffDefaultValue, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class DiffRules:
     """``rules/diff.yaml`` compiled (checked by meta.compile_diff); fields named as in the file."""
     kinds: tuple[DiffKind, ...]
@@ -324,7 +330,7 @@ class DiffRules:
     defaults: tuple[DiffKindDefaults, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Rules:
     """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
 

@@ -15,7 +15,7 @@ SPLITS = ((True, "whenAware"), (False, "whenUnaware"))
 POOL_KINDS = ((False, "cpu"), (True, "accelerated"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledNaming:
     node_feature: NameFormat | None
     topology: NameFormat | None
@@ -54,14 +54,14 @@ def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledGroupingFlavor:
     key: tuple[str, ...]
     contributes: CompiledCondition | None
     pin_cpu_only: CompiledCondition | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CompiledGrouping:
     flavor: dict[str, CompiledGroupingFlavor]
     pool_identity: dict[bool, tuple[NameFormat | None, NameFormat | None]]  # aware → (general, accelerator)

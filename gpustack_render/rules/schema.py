@@ -41,7 +41,7 @@ Quantity = Annotated[str, AfterValidator(_check_quantity),
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Envelope(Strict):
@@ -73,7 +73,7 @@ class AnyCondition(Strict):
 
 
 class NotCondition(Strict):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
     not_: "Condition" = Field(alias="not")
 
 
@@ -98,8 +98,6 @@ Condition = Annotated[
           Annotated[NotCondition, Tag("not")]],
     Discriminator(_tag_by_key(*CONDITION_KEYS)),
 ]
-for _model in (AllCondition, AnyCondition, NotCondition):
-    _model.model_rebuild()
 
 
 # --- one model per rule-file kind --------------------------------------------------------------
