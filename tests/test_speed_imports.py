@@ -1,0 +1,111 @@
+"""Import time of an ordinary command (issue 14): what a demo render imports and builds, checked in a
+fresh interpreter through ``sys.modules`` and pydantic's own completeness flag. No timings are
+asserted: what is checked is that the lazy paths stay lazy and give what the eager ones gave.
+
+- a demo render imports none of the libraries only other commands use (jsonpatch, deepdiff,
+  kubernetes, jsonschema, celpy) and not difflib, which only a "did you mean" suggestion needs;
+- the rule-file models are built on first use (``defer_build``): importing them builds no
+  validator, loading the rules builds the kinds' validators and leaves the nested models unbuilt,
+  and a nested model validated on its own still builds and checks as before;
+- the compiled-rule records are frozen, hashable and compare by identity (``eq=False``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from gpustack_render.errors import did_you_mean
+from gpustack_render.rules import expressions, kinds, lifecycle, model, naming
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "fixtures" / "demo"
+NOT_ON_RENDER = ("jsonpatch", "deepdiff", "kubernetes", "jsonschema", "celpy", "difflib")
+
+
+def _fresh(script: str) -> str:
+    """Run ``script`` in a new interpreter (nothing imported by other tests), return its stdout."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_a_demo_render_imports_nothing_only_other_commands_need() -> None:
+    script = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from gpustack_render.cli import main\n"
+        f"result = CliRunner().invoke(main, ['render', {str(DEMO)!r}])\n"
+        "print(json.dumps({'code': result.exit_code, 'docs': result.output.count('\\n---\\n') + 1,\n"
+        "                  'modules': sorted({m.split('.')[0] for m in sys.modules})}))\n")
+    out = json.loads(_fresh(script))
+    assert out["code"] == 0
+    assert out["docs"] > 10  # the render really ran: the demo's whole chain was written
+    assert "pydantic" in out["modules"]  # the check can see a module the render does import
+    assert sorted(set(out["modules"]) & set(NOT_ON_RENDER)) == []
+
+
+def test_rule_file_models_are_built_on_first_use_only() -> None:
+    script = (
+        "import json\n"
+        "from pydantic import BaseModel\n"
+        "from gpustack_render.rules import schema, load_rules\n"
+        "models = sorted({m for m in vars(schema).values() if isinstance(m, type)\n"
+        "                 and issubclass(m, BaseModel) and m.__module__ == schema.__name__}, key=lambda m: m.__name__)\n"
+        "built_at_import = [m.__name__ for m in models if m.__pydantic_complete__]\n"
+        "load_rules()\n"
+        "built = [m.__name__ for m in models if m.__pydantic_complete__]\n"
+        "kinds = sorted(m.__name__ for m in schema.RULE_KINDS.values())\n"
+        "print(json.dumps({'import': built_at_import, 'load': built, 'kinds': kinds, 'all': len(models)}))\n")
+    out = json.loads(_fresh(script))
+    assert out["import"] == []
+    assert set(out["kinds"]) <= set(out["load"])  # every kind was validated, so built
+    assert len(out["load"]) < out["all"]  # the models nested in a kind were not built on their own
+
+
+def test_a_nested_rule_model_validated_on_its_own_still_checks() -> None:
+    """A deferred model builds when first used directly (export, tests), with its forward references
+    (``Condition`` is recursive) resolved as when it was built at import."""
+    from gpustack_render.rules import schema
+    value = schema.AllCondition.model_validate({"all": [{"not": {"any": [{"fact": "x"}, {"setting": "y"}]}}]})
+    assert isinstance(value.all[0], schema.NotCondition)
+    assert isinstance(value.all[0].not_, schema.AnyCondition)
+    with pytest.raises(ValidationError) as err:
+        schema.AllCondition.model_validate({"all": [{"not": {"fact": ""}}]})
+    assert err.value.errors()[0]["loc"] == ("all", 0, "not", "not", "fact", "fact")
+
+
+def _records() -> list[type]:
+    return [cls for module in (model, expressions, kinds, lifecycle, naming) for cls in vars(module).values()
+            if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == module.__name__]
+
+
+def test_compiled_rule_records_are_frozen_and_compare_by_identity() -> None:
+    records = _records()
+    assert len(records) > 40
+    for cls in records:
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        assert params.frozen, cls.__name__
+        assert not params.eq and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__, cls.__name__
+        assert not issubclass(cls, BaseModel)
+
+
+def test_a_record_stays_immutable_and_hashable() -> None:
+    one = model.PresetTier(cpu="4", ram="8Gi")
+    other = model.PresetTier(cpu="4", ram="8Gi")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.cpu = "8"  # type: ignore[misc]
+    assert {one: 1}[one] == 1 and one != other and one == one
+    assert dataclasses.astuple(one) == dataclasses.astuple(other) == ("4", "8Gi")
+
+
+def test_did_you_mean_still_suggests() -> None:
+    assert did_you_mean("Nmae", ["Name", "Other"]) == "did you mean 'Name'?"
+    assert did_you_mean("name", ["Name"]) == "did you mean 'Name'?"
+    assert did_you_mean("zzz", ["Name"]) == ""
