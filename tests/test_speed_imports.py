@@ -92,7 +92,8 @@ def test_compiled_rule_records_are_frozen_and_compare_by_identity() -> None:
     for cls in records:
         params = cls.__dataclass_params__  # type: ignore[attr-defined]
         assert params.frozen, cls.__name__
-        assert not params.eq and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__, cls.__name__
+        assert not params.eq and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__, \
+            f"{cls.__name__}: compiled-rule records are eq=False (never compared; see rules/model.py)"
         assert not issubclass(cls, BaseModel)
 
 
