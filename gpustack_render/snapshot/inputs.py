@@ -74,7 +74,9 @@ StrictBool = Annotated[bool, Strict()]
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, arbitrary_types_allowed=True)
+    # Built on first use: the bulk kinds are typed by the msgspec structs below, so a snapshot
+    # without errors builds the validators of the few other kinds it holds, not all of them.
+    model_config = ConfigDict(extra="ignore", frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
 
 class Meta(Model):
