@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gpustack_render.errors import Diagnostics, UserError
-from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog, evaluate_nodes
+from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog
 from gpustack_render.evaluate.record import Records
 from gpustack_render.render import Renderer
 from gpustack_render.rules import Rules, load_rules
@@ -35,13 +35,14 @@ class Context:
 
     @property
     def node_evaluation(self) -> Evaluation:
-        """What ``node-patches`` reads: each Node's facts (stage 3 alone), or the full evaluation
+        """What ``node-patches`` reads: each Node's facts, from the evaluation ``catalog`` makes
+        (stage 3 with the flavors, so every warning about a Node is given), or the full evaluation
         when one already ran."""
         if self._evaluation is not None:
             return self._evaluation
         if self._node_evaluation is None:
             with stage("evaluate"):
-                self._node_evaluation = evaluate_nodes(self.snapshot, self.rules, self.settings, self.diagnostics)
+                self._node_evaluation = evaluate_catalog(self.snapshot, self.rules, self.settings, self.diagnostics)
         return self._node_evaluation
 
     _records: Records | None = None

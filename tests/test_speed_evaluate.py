@@ -28,9 +28,8 @@ from hypothesis import strategies as st
 
 from gpustack_render import pipeline
 from gpustack_render.errors import Diagnostics, UserError
-from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog, evaluate_nodes
+from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog
 from gpustack_render.evaluate.capacity import CapacityEvaluator
-from gpustack_render.evaluate.plan import Plan
 from gpustack_render.evaluate.record import Records
 from gpustack_render.rules import Rules, load_rules
 from gpustack_render.rules.resources import default_rules_dir
@@ -323,31 +322,24 @@ def test_fit_label_draws_covered_every_card_kind() -> None:
 
 # --- the partial evaluations of catalog and node-patches -----------------------------------------
 
-def _is_subsequence(part: list[str], whole: list[str]) -> bool:
-    rest = iter(whole)
-    return all(any(w == p for w in rest) for p in part)
-
-
 @pytest.mark.parametrize("case", ["generated", "demo", "overlapping", "too-many-flavors", "aware"])
 def test_partial_evaluations_give_what_the_full_one_gives(generated: Path, case: str) -> None:
-    """``evaluate_catalog`` and ``evaluate_nodes`` compute a prefix of the stages: the same catalog,
+    """``evaluate_catalog`` (catalog, node-patches) computes a prefix of the stages: the same catalog,
     flavors and Node facts as :func:`evaluate`, and of its warnings exactly the Nodes' (in order)."""
     paths, sets = {"generated": ([str(generated)], ()), "demo": (["fixtures/demo"], ()),
                    "overlapping": (["fixtures/snapshots/overlapping-selectors"], ()),
                    "too-many-flavors": (["fixtures/snapshots/lifecycle-refused-too-many-flavors"], ()),
                    "aware": (["fixtures/demo"], ("instance-type-aware-cpu-manufacturer=true",))}[case]
     ctx = pipeline.prepare([str(REPO / p) for p in paths], list(sets), None)
-    full_diag, catalog_diag, nodes_diag = Diagnostics(), Diagnostics(), Diagnostics()
+    full_diag, catalog_diag = Diagnostics(), Diagnostics()
     full = evaluate(ctx.snapshot, ctx.rules, ctx.settings, full_diag)
     catalog = evaluate_catalog(ctx.snapshot, ctx.rules, ctx.settings, catalog_diag)
-    nodes = evaluate_nodes(ctx.snapshot, ctx.rules, ctx.settings, nodes_diag)
     assert full.plan.catalog and catalog.plan.catalog == full.plan.catalog
     assert dataclasses.asdict(catalog.plan)["flavors"] == dataclasses.asdict(full.plan)["flavors"]
-    assert _facts_view(nodes) == _facts_view(full) == _facts_view(catalog)
-    assert nodes.plan == Plan() and not catalog.plan.cluster_queues and not catalog.plan.node_features
+    assert _facts_view(full) == _facts_view(catalog)
+    assert not catalog.plan.cluster_queues and not catalog.plan.node_features
     node_warnings = [w for w in full_diag.warnings if w.startswith("Node/")]
     assert catalog_diag.warnings == node_warnings
-    assert _is_subsequence(nodes_diag.warnings, node_warnings)
 
 
 def test_partial_evaluations_refuse_bad_nodes_as_the_full_one(tmp_path: Path) -> None:
@@ -355,8 +347,23 @@ def test_partial_evaluations_refuse_bad_nodes_as_the_full_one(tmp_path: Path) ->
     bad = {**_base_labels(rules), rules.vocabulary.topologyProfile.label: "not-a-profile"}
     ctx = pipeline.prepare([_write(tmp_path, [_node("p1", bad)])], [], None)
     messages = []
-    for run in (evaluate, evaluate_catalog, evaluate_nodes):
+    for run in (evaluate, evaluate_catalog):
         with pytest.raises(UserError) as raised:
             run(ctx.snapshot, ctx.rules, ctx.settings, Diagnostics())
         messages.append([(p.obj, p.path, p.message) for p in raised.value.problems])
-    assert messages[0] == messages[1] == messages[2] and messages[0][0][0] == "Node/p1"
+    assert messages[0] == messages[1] and messages[0][0][0] == "Node/p1"
+
+
+def test_node_patches_warns_about_nodes_as_render_does(tmp_path: Path) -> None:
+    """A Node whose accelerator label lacks its count feeds no flavor: node-patches says so exactly
+    as render does (its partial evaluation keeps every warning about a Node)."""
+    from cli_invoke import invoke
+    labels = {**_base_labels(load_rules()), "acceleratable.feature.gpustack.ai/nvidia-a100-sxm4-80gb": "true"}
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [{
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "m2", "labels": labels}}]}))
+    render, patches = invoke("render", str(snap)), invoke("node-patches", str(snap))
+    assert render.exit_code == patches.exit_code == 0, render.output + patches.output
+    node_lines = [line for line in render.stderr.splitlines() if "Node/m2" in line]
+    assert any("no flavor for" in line for line in node_lines), render.stderr
+    assert [line for line in patches.stderr.splitlines() if "Node/m2" in line] == node_lines

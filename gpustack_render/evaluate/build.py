@@ -70,17 +70,11 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     return Evaluation(plan, facts_list)
 
 
-def evaluate_nodes(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
-    """Stage 3 alone (an empty plan): all that ``node-patches`` reads is each Node's facts. Nothing of
-    the chain is built, so none of its warnings (flavors, Topologies, queues) is given."""
-    _, facts = _stage3(snapshot, rules, settings, diag, None, None, None)
-    return Evaluation(Plan(), facts)
-
-
 def evaluate_catalog(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics) -> Evaluation:
-    """Stage 3, the flavors and the pools: all that ``catalog`` reads (the plan holds the flavors and
-    the catalog, as :func:`evaluate` gives them). Topologies, InstanceTypes and queues are not built,
-    so their warnings are not given."""
+    """Stage 3, the flavors and the pools: all that ``catalog`` and ``node-patches`` read (the plan
+    holds the flavors and the catalog, as :func:`evaluate` gives them). Every warning about a Node
+    (its labels, its flavors) is given as :func:`evaluate` gives it; Topologies, InstanceTypes and
+    queues are not built, so their warnings — about objects these commands do not print — are not."""
     flavors = FlavorBuilder(rules, settings, diag)
     _, facts = _stage3(snapshot, rules, settings, diag, None, None, flavors)
     aware = rules.is_aware(settings)
