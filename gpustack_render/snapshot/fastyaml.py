@@ -61,7 +61,9 @@ _DANGER = re2.compile(
     rb"(?m)" + _VALUE_AT + rb"(?:" + _WORDS + rb"|" + _ODD_INT + rb"|" + _ANY_FLOAT + rb")" + _VALUE_END
     + rb"|" + _KEY_AT + rb"(?:" + _KEY_WORDS + rb"|" + _NOT_PLAIN_KEY + rb")?" + _KEY_END
     + rb"|" + _VALUE_AT + rb"(?:[,\]}!&*|>%@`]|\[(?:[^\]]|\] *[^ \n])|\{(?:[^}]|\} *[^ \n])|[?:](?: |$))"
-    + rb"|[^\n\x20-\x7e\x80-\xff]|\xef\xbb\xbf|\xe2\x80[\xa8\xa9]|\xc2[\x80-\x9f]|\\/|\\u[dD][89a-fA-F]")
+    # RE2 reads a bytes pattern as UTF-8: the class is of code points. Anything but printable ASCII
+    # and U+00A0-U+00FF declines (C1 controls and NEL, BOM, U+2028/2029, tabs, CR and all else).
+    + rb"|[^\n\x20-\x7e\x{a0}-\x{ff}]|\\/|\\u[dD][89a-fA-F]")
 
 
 def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
