@@ -231,7 +231,7 @@ class LifecycleMarkers:
     inactiveHold: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True)  # a value: compared (tests, overrides), so it keeps __eq__
 class KindMetadata:
     """``rules/output.yaml`` compiled: what :func:`gpustack_render.render.output_meta.apply_output_metadata`
     adds to every rendered object of one kind, each map sorted by key."""
