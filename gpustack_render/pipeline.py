@@ -31,19 +31,20 @@ class Context:
                 self._evaluation = evaluate(self.snapshot, self.rules, self.settings, self.diagnostics)
         return self._evaluation
 
-    _node_evaluation: Evaluation | None = None
+    _partial_evaluation: Evaluation | None = None
 
     @property
-    def node_evaluation(self) -> Evaluation:
-        """What ``node-patches`` reads: each Node's facts, from the evaluation ``catalog`` makes
-        (stage 3 with the flavors, so every warning about a Node is given), or the full evaluation
-        when one already ran."""
+    def partial_evaluation(self) -> Evaluation:
+        """What ``catalog`` and ``node-patches`` read: Nodes, flavors, pools and the catalog
+        (stage 3 with the flavors, so every warning about a Node is given; no Topology, InstanceType
+        or queue), or the full evaluation when one already ran."""
         if self._evaluation is not None:
             return self._evaluation
-        if self._node_evaluation is None:
+        if self._partial_evaluation is None:
             with stage("evaluate"):
-                self._node_evaluation = evaluate_catalog(self.snapshot, self.rules, self.settings, self.diagnostics)
-        return self._node_evaluation
+                self._partial_evaluation = evaluate_catalog(self.snapshot, self.rules, self.settings,
+                                                            self.diagnostics)
+        return self._partial_evaluation
 
     _records: Records | None = None
 
@@ -108,15 +109,12 @@ def removal_warnings(ctx: Context, objects: Sequence[dict[str, Any]]) -> list[st
 
 
 def render_catalog(ctx: Context, templates_dir: Path | None) -> dict[str, Any]:
-    """``catalog``: only Nodes, flavors and pools are evaluated (no Topology, InstanceType or queue)."""
-    with stage("evaluate"):
-        plan = evaluate_catalog(ctx.snapshot, ctx.rules, ctx.settings, ctx.diagnostics).plan
-    return Renderer(templates_dir).render_catalog(plan)
+    return Renderer(templates_dir).render_catalog(ctx.partial_evaluation.plan)
 
 
 def node_patches(ctx: Context) -> list[dict[str, Any]]:
     from gpustack_render.emit.patches import node_patches as compute
-    return compute(ctx.snapshot, ctx.rules, ctx.node_evaluation, ctx.diagnostics)
+    return compute(ctx.snapshot, ctx.rules, ctx.partial_evaluation, ctx.diagnostics)
 
 
 def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, str]]:

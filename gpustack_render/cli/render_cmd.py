@@ -72,7 +72,7 @@ def node_patches(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Pa
         from gpustack_render.yamlio import dump_json, dump_yaml
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         if strict_devices:
-            check_devices_captured(ctx.snapshot, ctx.rules, ctx.node_evaluation)
+            check_devices_captured(ctx.snapshot, ctx.rules, ctx.partial_evaluation)
         entries = pipeline.node_patches(ctx)
         with stage("write"):
             if fmt == "json":

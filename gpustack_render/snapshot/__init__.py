@@ -146,15 +146,19 @@ def read_documents(paths: Iterable[str], problems: list[Problem],
     for display, path in expand_paths(paths):
         if files is not None:
             files.append(display)
-        try:
-            text = sys.stdin.read() if path is None else read_text(path, display)
-            docs = parse_documents(text, display)
-            del text  # the file's text is as large as the snapshot: free it before the objects are typed
-        except UserError as err:
-            problems.extend(err.problems)
-            continue
-        for doc in docs:
+        for doc in _parse_file(display, path, sys.stdin.read() if path is None else None, problems):
             yield display, doc
+
+
+def _parse_file(display: str, path: Path | None, stdin_text: str | None, problems: list[Problem]) -> list[Any]:
+    """The documents of one file (``path`` ``None``: ``stdin_text``) read by libyaml/json, the reader
+    that words every problem; an unreadable or invalid file goes to ``problems``. The text, as large
+    as the snapshot, is freed before the objects are typed."""
+    try:
+        return parse_documents(read_text(path, display) if path is not None else stdin_text or "", display)
+    except UserError as err:
+        problems.extend(err.problems)
+        return []
 
 
 def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str],
@@ -181,13 +185,8 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
                 else:
                     out.extend(_Source(obj, display) for obj in flatten_lists(item, display, problems))
             continue
-        try:
-            docs = parse_documents(read_text(path, display) if path is not None else stdin_text or "", display)
-        except UserError as err:
-            problems.extend(err.problems)
-            continue
-        finally:
-            stdin_text = None  # as large as the snapshot: freed before the objects are typed
+        docs = _parse_file(display, path, stdin_text, problems)
+        stdin_text = None
         out.extend(_Source(obj, display) for doc in docs for obj in flatten_lists(doc, display, problems))
     return out
 
@@ -322,13 +321,8 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
         if not is_settings:
             namespace = ""  # every other kind read is cluster-scoped (Namespace included)
             ident = (group, kind, "", name)
-        if ident in seen:
-            if not _same(seen[ident], source):
-                problems.append(Problem(f"conflicts with a different object of the same identity in "
-                                        f"{seen[ident].file}", file=source.file,
-                                        obj=_object_label(kind, namespace, name)))
+        if not _first_seen(seen, ident, source, problems):
             continue
-        seen[ident] = source
         try:
             typed = inputs.fast_validate(model, source.obj)
         except ValidationError as err:
@@ -355,25 +349,28 @@ def _place_typed(snap: Snapshot, source: _TypedSource, seen: dict[tuple[str, str
     name = item.typed.metadata.name
     ident = (item.group, item.kind, "", name)
     used.add(source.file)
-    if ident in seen:
-        if not _same(seen[ident], source):
-            problems.append(Problem(f"conflicts with a different object of the same identity in "
-                                    f"{seen[ident].file}", file=source.file, obj=_object_label(item.kind, "", name)))
-        return
-    seen[ident] = source
-    _place_bulk(snap, item.kind, item.typed, source.file)
+    if _first_seen(seen, ident, source, problems):
+        _place_bulk(snap, item.kind, item.typed, source.file)
 
 
 def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
               seen: dict[tuple[str, str, str, str], _Source | _TypedSource], problems: list[Problem]) -> None:
-    """Keep an object of a :data:`RAW_ONLY_KINDS` kind; the same identity twice must be the same object."""
-    if ident in seen:
-        if not _same(seen[ident], source):
-            problems.append(Problem(f"conflicts with a different object of the same identity in {seen[ident].file}",
-                                    file=source.file, obj=_object_label(*ident[1:])))
-        return
-    seen[ident] = source
-    snap.raw[ident] = source.obj
+    """Keep an object of a :data:`RAW_ONLY_KINDS` kind."""
+    if _first_seen(seen, ident, source, problems):
+        snap.raw[ident] = source.obj
+
+
+def _first_seen(seen: dict[tuple[str, str, str, str], _Source | _TypedSource], ident: tuple[str, str, str, str],
+                source: _Source | _TypedSource, problems: list[Problem]) -> bool:
+    """Whether ``source`` is the first object of identity ``ident`` (then recorded in ``seen``). A
+    later one must be the same object; a different one is a problem naming the first one's file."""
+    if ident not in seen:
+        seen[ident] = source
+        return True
+    if not _same(seen[ident], source):
+        problems.append(Problem(f"conflicts with a different object of the same identity in {seen[ident].file}",
+                                file=source.file, obj=_object_label(*ident[1:])))
+    return False
 
 
 _BULK_KINDS = frozenset({"Node", "Devices", "Namespace"})
