@@ -102,25 +102,21 @@ class Renderer:
             return []
         template, path = self._templates[kind], str(self.dir / f"{kind}.yaml.j2")
         slotted = self._slotted_template(kind) if len(items) >= SLOT_MIN_ITEMS else None
-        try:
-            with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
-                if slotted is not None:
+        untidy: list[bool] | None = None  # which objects still need _tidy (None: all)
+        if slotted is None:
+            objects = _parse_rendered(_render_texts(template, items, path), path)
+        else:
+            try:
+                with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
                     rendered = slots.render_all(self.env, slotted, items, self._recorder,
                                                 lambda length: _check_size(length, path))
-                else:
-                    texts = [_sized(template.render(obj=item), path) for item in items]
-        except TemplateError as err:
-            raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
-                from None
-        untidy: list[bool] | None = None  # which objects still need _tidy (None: all)
-        if slotted is not None:
+            except TemplateError as err:
+                raise _template_failed(err, path) from None
             built = self._shapes.build(rendered)
             if built is None:  # read from the real texts, exactly as before
                 objects = _parse_rendered(self._real_texts(rendered, template, items, path), path)
             else:
                 objects, untidy = built
-        else:
-            objects = _parse_rendered(texts, path)
         if len(objects) != len(items) or not all(isinstance(o, dict) for o in objects):
             raise UserError([Problem("template must produce exactly one mapping per object", file=path)])
         problems = [p for obj, item in zip(objects, items) for p in _shape_problems(obj, item, kind, path)]
@@ -144,13 +140,7 @@ class Renderer:
         try:
             return [one.real_text() for one in rendered]
         except NotSimple:  # cannot happen for straight outputs; render the real texts again
-            pass
-        try:
-            with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
-                return [_sized(template.render(obj=item), path) for item in items]
-        except TemplateError as err:
-            raise UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))]) \
-                from None
+            return _render_texts(template, items, path)
 
     def render_plan(self, plan: Plan) -> list[dict[str, Any]]:
         """Every rendered object, ordered by kind, then namespace, then name."""
@@ -184,6 +174,19 @@ def _parse_rendered(texts: list[str], path: str) -> list[Any]:
     except yaml.YAMLError as err:
         raise UserError([Problem(f"template does not produce valid YAML: {str(err).splitlines()[0]}",
                                  file=path)]) from None
+
+
+def _render_texts(template: Template, items: Sequence[Any], path: str) -> list[str]:
+    """Each item's rendered text, within the pass's time budget and each object's size limit."""
+    try:
+        with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
+            return [_sized(template.render(obj=item), path) for item in items]
+    except TemplateError as err:
+        raise _template_failed(err, path) from None
+
+
+def _template_failed(err: TemplateError, path: str) -> UserError:
+    return UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))])
 
 
 def _sized(text: str, path: str) -> str:
@@ -262,10 +265,7 @@ def _tidy(obj: dict[str, Any]) -> None:
                     parent[inner] = _tidy_map(parent[inner])
 
 
-_ONLY_STR = {str}
-
-
 def _tidy_map(data: dict[Any, Any]) -> dict[str, str]:
-    if set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR:
+    if slots.is_text_map(data):
         return dict(sorted(data.items()))  # what the line below makes of str keys and values, in C
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in sorted(data.items())}

@@ -59,6 +59,12 @@ STRING, OBJECT, ARRAY, PLAIN = 0, 1, 2, 3
 _ONLY_STR = {str}
 
 
+def is_text_map(data: dict[Any, Any]) -> bool:
+    """Whether a mapping holds only ``str`` keys and values (labels, annotations): such a map is
+    tidied by sorting alone and read back from its JSON unchanged. Checked in C."""
+    return set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR
+
+
 # ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` builds an encoder per call with these
 # arguments; these are the same encoders, built once (dumps does nothing else with them).
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
@@ -128,7 +134,7 @@ class Recorder:
         (``{``, ``"k": "v"`` joined by ``, ``, ``}``); fast-readable when every string is (the
         reader's refusals look inside one string's JSON, never across its quotes). Memoised per
         content (a few dozen distinct label sets among 10,000 Nodes); each call gets its own copy."""
-        if not (set(map(type, value)) <= _ONLY_STR and set(map(type, value.values())) <= _ONLY_STR):
+        if not is_text_map(value):
             return _generic(value)
         content = tuple(value.items())
         known = self.maps.get(content)
@@ -342,7 +348,7 @@ class _Untidy(Exception):
 def _tidy_strings(data: dict[Any, Any]) -> dict[Any, Any]:
     """What the renderer's ``_tidy`` makes of a data map of strings (sorted by key); anything else
     is left to it (raising :class:`_Untidy`), so its errors come where they always came."""
-    if set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR:
+    if is_text_map(data):
         return dict(sorted(data.items()))
     raise _Untidy
 
