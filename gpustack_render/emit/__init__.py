@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -26,6 +26,10 @@ def format_objects(objects: Sequence[dict[str, Any]], fmt: str) -> str:
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 KUSTOMIZATION = "kustomization.yaml"
+# ``render -o``'s file suffix and writer per --format: what it writes is what ``diff --against DIR``
+# recognises byte for byte (snapshot/manifests.py).
+MANIFEST_FORMATS: dict[str, tuple[str, Callable[[Any], str]]] = {"yaml": (".yaml", dump_yaml),
+                                                                  "json": (".json", dump_json)}
 
 
 def render_summary(objects: Sequence[dict[str, Any]], nodes: int) -> str:
@@ -95,7 +99,7 @@ def _carry_over(entries: Sequence[Path], staging: Path) -> None:
 
 
 def _write_manifests(objects: Sequence[dict[str, Any]], staging: Path, fmt: str) -> list[str]:
-    suffix, dump = (".json", dump_json) if fmt == "json" else (".yaml", dump_yaml)
+    suffix, dump = MANIFEST_FORMATS["json" if fmt == "json" else "yaml"]
     names: dict[str, dict[str, Any]] = {}
     for obj in objects:
         name = file_name(obj, suffix)

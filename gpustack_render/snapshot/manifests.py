@@ -12,12 +12,12 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists
-from gpustack_render.yamlio import dump_json, dump_yaml, parse_documents, read_text
+from gpustack_render.yamlio import parse_documents, read_text
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
@@ -135,12 +135,12 @@ class _Written:
     10,000-Node render directory is 45 MB of YAML). Anything else is read as usual."""
 
     def __init__(self, desired: Sequence[dict[str, Any]]) -> None:
-        from gpustack_render.emit import file_name
-        self.by_file: dict[str, dict[str, Any]] = {}
+        from gpustack_render.emit import MANIFEST_FORMATS, file_name
+        self.by_file: dict[str, tuple[dict[str, Any], Callable[[Any], str]]] = {}
         for obj in desired:
             try:
-                self.by_file.setdefault(file_name(obj, ".json"), obj)
-                self.by_file.setdefault(file_name(obj, ".yaml"), obj)
+                for suffix, dump in MANIFEST_FORMATS.values():
+                    self.by_file.setdefault(file_name(obj, suffix), (obj, dump))
             except (KeyError, TypeError, AttributeError):
                 continue
 
@@ -148,12 +148,11 @@ class _Written:
         """The desired object that the file ``display`` holds byte for byte, if any."""
         if not isinstance(data, bytes) or b"\r" in data:
             return None
-        name = display.rsplit("/", 1)[-1]
-        obj = self.by_file.get(name)
-        if obj is None or not _plain(obj):
+        obj, dump = self.by_file.get(display.rsplit("/", 1)[-1], (None, None))
+        if obj is None or dump is None or not _plain(obj):
             return None
         try:
-            written = (dump_json(obj) if name.endswith(".json") else dump_yaml(obj)).encode("utf-8")
+            written = dump(obj).encode("utf-8")
         except Exception:  # noqa: BLE001 - whatever the writers refuse is simply read back as usual
             return None
         return obj if written == data else None
