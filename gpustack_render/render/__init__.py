@@ -24,6 +24,7 @@ from jinja2.bccache import Bucket
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import identity, mapping_field
+from gpustack_render.memo import Bounded
 from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render import slots
@@ -56,7 +57,7 @@ class _CompiledTemplates(BytecodeCache):
     edited template has a new checksum. Only the Renderer's environment uses it."""
 
     def __init__(self) -> None:
-        self._code: dict[tuple[str, str], CodeType] = {}
+        self._code: Bounded[tuple[str, str], CodeType] = Bounded(256)
 
     def load_bytecode(self, bucket: Bucket) -> None:
         code = self._code.get((bucket.key, bucket.checksum))
@@ -65,8 +66,6 @@ class _CompiledTemplates(BytecodeCache):
 
     def dump_bytecode(self, bucket: Bucket) -> None:
         if bucket.code is not None:
-            if len(self._code) >= 256:
-                del self._code[next(iter(self._code))]
             self._code[(bucket.key, bucket.checksum)] = bucket.code
 
 

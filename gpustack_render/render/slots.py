@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable, Sequence
 from jinja2 import Environment, Template, nodes
 from jinja2.ext import Extension
 
+from gpustack_render.memo import Bounded
 from gpustack_render.yamlio import _JSON, _SIMPLE_TEXT_BAD, NotSimple, _plain, load_simple_block
 
 SLOT_FILTER = "q slot"          # a filter name no template can write (it has a space)
@@ -301,8 +302,6 @@ def slotted_template(env: Environment, name: str) -> Slotted | None:
         source, filename, uptodate = env.loader.get_source(env, name)
         key = (name, filename or "", source)
         if key not in _COMPILED:
-            if len(_COMPILED) >= _COMPILED_MAX:
-                del _COMPILED[next(iter(_COMPILED))]
             _COMPILED[key] = _compile_slotted(env, source, name, filename)
         compiled = _COMPILED[key]
         if compiled is None:
@@ -317,8 +316,7 @@ def slotted_template(env: Environment, name: str) -> Slotted | None:
 # way (the sandbox class, this extension, the same options), which is all the compiled code depends
 # on besides the source: a process that makes many Renderers (explain makes one per object, the test
 # suite thousands) compiles each template once.
-_COMPILED: dict[tuple[str, str, str], tuple[Any, Straight | None] | None] = {}
-_COMPILED_MAX = 64
+_COMPILED: Bounded[tuple[str, str, str], tuple[Any, Straight | None] | None] = Bounded(64)
 
 
 def _compile_slotted(env: Environment, source: str, name: str,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpustack_render.errors import Problem
+from gpustack_render.memo import Bounded, ContentKey, content_key
 from gpustack_render.rules import schema
 from gpustack_render.rules.compile import compile_rules
 from gpustack_render.rules.model import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL,
@@ -31,16 +32,15 @@ __all__ = ["ACCEL_FLAVOR_FIELDS", "CAPACITY_VARIABLES", "CPU_FLAVOR_FIELDS", "HO
 # again (the test suite runs the CLI thousands of times in one interpreter; ``casetest`` runs every
 # case against one directory) compiles them once. Rules are frozen, so sharing them is safe; only
 # successful loads are kept, and any edit to a file is a new key.
-_LOADED: dict[tuple[str, tuple[tuple[str, bytes], ...]], Rules] = {}
-_LOADED_MAX = 32
+_LOADED: Bounded[ContentKey, Rules] = Bounded(32)
 
 
-def _content_key(rules_dir: Path) -> tuple[str, tuple[tuple[str, bytes], ...]] | None:
+def _content_key(rules_dir: Path) -> ContentKey | None:
     try:
         files = sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-        return str(rules_dir), tuple((p.name, p.read_bytes()) for p in files)
     except OSError:
         return None  # the loader words the problem
+    return content_key(rules_dir, files)
 
 
 def load_rules(rules_dir: Path | None = None) -> Rules:
@@ -52,8 +52,6 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
         return _LOADED[key]
     rules = _load(rules_dir)
     if key is not None:
-        if len(_LOADED) >= _LOADED_MAX:
-            del _LOADED[next(iter(_LOADED))]
         _LOADED[key] = rules
     return rules
 

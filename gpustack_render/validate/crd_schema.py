@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.memo import Bounded, ContentKey, content_key
 from gpustack_render.snapshot.manifests import MANIFEST_SUFFIXES
 from gpustack_render.yamlio import parse_documents, read_text
 
@@ -143,8 +144,7 @@ def crds_from_objects(objects: Iterable[dict[str, Any]], source: str) -> Crds:
 # Loaded CRD directories by path and the bytes of their manifests: validate runs in a process that
 # validates again (the test suite; a CI job checking several renders) parse the 1.4 MB Workload CRD
 # and compile its validators once. A Crds is only added to while it is loaded.
-_LOADED: dict[tuple[str, tuple[tuple[str, bytes], ...]], Crds] = {}
-_LOADED_MAX = 8
+_LOADED: Bounded[ContentKey, Crds] = Bounded(8)
 
 
 def load_crd_dir(path: Path) -> Crds:
@@ -152,17 +152,11 @@ def load_crd_dir(path: Path) -> Crds:
     if not path.is_dir():
         raise UserError.single("CRD directory not found", file=str(path))
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
-    try:
-        key: tuple[str, tuple[tuple[str, bytes], ...]] | None = (str(path), tuple((str(f), f.read_bytes())
-                                                                               for f in files))
-    except OSError:
-        key = None  # the reader below words the problem
+    key = content_key(path, files)
     if key is not None and key in _LOADED:
         return _LOADED[key]
     crds = _load_files(path, files)
     if key is not None:
-        if len(_LOADED) >= _LOADED_MAX:
-            del _LOADED[next(iter(_LOADED))]
         _LOADED[key] = crds
     return crds
 
