@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
-from gpustack_render.rules import schema
+from gpustack_render.rules import plain, schema
 from gpustack_render.yamlio import load_roundtrip
 from gpustack_render.yamlpos import Position, PositionedMap, PositionedSeq
 
@@ -221,8 +221,10 @@ def _nearest_key(data: dict[Any, Any], key: str) -> tuple[int | None, int | None
 
 
 def validate(doc: Document, problems: list[Problem]) -> None:
+    """The document's model; plainly valid data is built without pydantic's validators (see
+    :mod:`gpustack_render.rules.plain`), anything else validated by pydantic, which words it."""
     try:
-        doc.model = schema.RULE_KINDS[doc.kind].model_validate(doc.data)
+        doc.model = _model_of(schema.RULE_KINDS[doc.kind], doc.data)
     except ValidationError as err:
         for error in err.errors():
             loc = _clean_loc(error["loc"])
@@ -237,7 +239,14 @@ def validate(doc: Document, problems: list[Problem]) -> None:
 def default_document(kind: str, rules_dir: Path) -> Document:
     """An optional kind the directory leaves out: its model's defaults (nothing to report on)."""
     data = {"apiVersion": schema.API_VERSION, "kind": kind}
-    return Document(kind, str(rules_dir), data, schema.RULE_KINDS[kind].model_validate(data))
+    return Document(kind, str(rules_dir), data, _model_of(schema.RULE_KINDS[kind], data))
+
+
+def _model_of(model: type[schema.Envelope], data: Any) -> schema.Envelope:
+    try:
+        return plain.construct(model, data)  # type: ignore[return-value]
+    except plain.Declined:
+        return model.model_validate(data)
 
 
 def rule_error(problems: list[Problem]) -> UserError:
