@@ -1,0 +1,160 @@
+"""The current objects of ``diff --against DIR`` when DIR is what ``render -o`` wrote, read fast.
+
+:func:`~gpustack_render.snapshot.manifests.read_manifests` is the one meaning of reading manifests
+back; this module only reaches the same list sooner for the directory ``render -o`` writes (a
+10,000-Node one holds 10,957 files), and hands every other input to it unchanged:
+
+* ``kustomization.yaml`` is not parsed line by line when its ``resources`` are one file name per
+  line in the form every object name gives (:data:`_LISTED`); its head (what precedes
+  ``resources:``) is parsed with one probe item, which reads the list exactly as the whole file
+  would be read (see :func:`_listed`).
+* each listed file is read in one open (no ``pathlib`` per file), and one holding exactly the bytes
+  ``render -o`` writes for a desired object is that object, as ``read_manifests`` takes it.
+* any file that is neither a desired object's bytes nor parses into complete objects without a
+  problem (missing, unreadable, invalid, incomplete) sends the whole directory back to
+  ``read_manifests``: the error is then its error, word for word and in its order. Problems end
+  the run, so doing the work twice costs only a failing run.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from gpustack_render.errors import UserError
+from gpustack_render.k8s import identity
+from gpustack_render.snapshot import flatten_lists
+from gpustack_render.snapshot.manifests import _decoded, _plain, _read_bytes, is_stdin, read_manifests
+from gpustack_render.yamlio import parse_documents
+
+KUSTOMIZATION = "kustomization.yaml"
+_RESOURCES = b"resources:\n"
+# One listed file per line, in the form ``render -o`` names files (lower-case kind, DNS-style
+# namespace and name, a manifest suffix). Every YAML reader reads such a line as an item of the
+# ``resources`` block sequence holding exactly that string: the name has no indicator, no ``: ``
+# or `` #``, no quote, and ends in letters, which none of YAML 1.1's implicit types (bool, int,
+# float, null, merge, value, timestamp) can (tests/test_speed_diff_current.py checks the readers).
+# Nor is it ``.`` or a path with ``/``: DIR joined with it is DIR + "/" + name, as pathlib joins it.
+_LISTED = re.compile(rb"(?:- [a-z0-9][a-z0-9.-]*\.(?:yaml|yml|json)\n)+")
+_PROBE = "- probe.yaml\n"
+
+
+def read_current(path: Path | str, desired: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``read_manifests(path, desired)`` returns (or raises), sooner for a ``render -o`` directory."""
+    if not desired or is_stdin(path) or not Path(path).is_dir():
+        return read_manifests(path, desired)
+    directory = Path(path)
+    names = _listed(directory / KUSTOMIZATION)
+    if names is None:
+        return read_manifests(path, desired)
+    prefix = str(directory / "x")[:-1]  # "" for ".", "/" for "/": as pathlib joins a plain name
+    expected = _Expected(desired)
+    objects: list[dict[str, Any]] = []
+    for name in names:
+        display = prefix + name
+        data = _read_bytes(display)
+        if data is None:
+            return read_manifests(path, desired)
+        same = expected.object(name, data)
+        if same is not None and _complete(same):
+            objects.append(same)
+            continue
+        found = _parsed(display, data, same)
+        if found is None:
+            return read_manifests(path, desired)
+        objects.extend(found)
+    return objects
+
+
+def _listed(kustomization: Path) -> list[str] | None:
+    """The ``resources`` of a kustomization written as ``render -o`` writes it, as
+    ``read_manifests`` would read them; ``None`` for any other file (it then reads it itself).
+
+    The text is ``HEAD`` + ``resources:`` + lines matching :data:`_LISTED` to its end. ``HEAD`` +
+    ``resources:`` + one probe line must parse (as the file is parsed) to one mapping whose last key
+    is ``resources`` with the probe as its only item: the head then closes every construct before
+    the ``resources:`` line, which starts a key of the root mapping, and each further line at
+    column 0 is one more item of the same sequence."""
+    data = _read_bytes(kustomization)
+    if data is None or b"\r" in data:
+        return None
+    cut = data.find(b"\n" + _RESOURCES) + 1
+    if cut == 0 and not data.startswith(_RESOURCES):
+        return None
+    start = cut + len(_RESOURCES)
+    if not _LISTED.fullmatch(data, start):
+        return None
+    try:
+        head = data[:start].decode("utf-8")
+        probe = parse_documents(head + _PROBE, str(kustomization))
+    except (UnicodeDecodeError, UserError):
+        return None
+    if len(probe) != 1 or not isinstance(probe[0], dict) or list(probe[0])[-1:] != ["resources"] \
+            or probe[0]["resources"] != [_PROBE[2:-1]]:
+        return None
+    return data[start:-1].decode("ascii").replace("- ", "").split("\n")
+
+
+class _Expected:
+    """The desired objects by the file ``render -o`` writes each to (the first object for a name,
+    in either format) and the writer of that format: a file holding exactly what the writer gives
+    for its object reads back as that object, unparsed (as ``read_manifests`` takes it)."""
+
+    def __init__(self, desired: Sequence[dict[str, Any]]) -> None:
+        from gpustack_render.emit import MANIFEST_FORMATS, file_name
+        self.writers: list[tuple[str, Callable[[Any], str]]] = list(MANIFEST_FORMATS.values())
+        self.by_stem: dict[str, dict[str, Any]] = {}
+        for obj in desired:
+            try:
+                stem = file_name(obj, "")
+            except (KeyError, TypeError, AttributeError):
+                continue
+            self.by_stem.setdefault(stem, obj)
+
+    def object(self, name: str, data: bytes) -> dict[str, Any] | None:
+        """The desired object that the file ``name`` holds byte for byte, if any."""
+        if b"\r" in data:
+            return None
+        for suffix, dump in self.writers:
+            if name.endswith(suffix):
+                obj = self.by_stem.get(name[:-len(suffix)])
+                break
+        else:
+            return None
+        if obj is None or not _plain(obj):
+            return None
+        try:
+            written = dump(obj).encode("utf-8")
+        except Exception:  # noqa: BLE001 - whatever the writers refuse is simply read back as usual
+            return None
+        return obj if written == data else None
+
+
+def _complete(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` is one object (not a ``*List`` to flatten) with apiVersion, kind and name:
+    what ``read_manifests`` keeps as it is. A desired object always is, unless a template renders
+    a list kind or leaves them out: then it goes the general way (:func:`_parsed`)."""
+    kind = obj.get("kind")
+    if type(kind) is not str or not kind or kind.endswith("List"):
+        return False
+    meta = obj.get("metadata")
+    return bool(obj.get("apiVersion")) and type(meta) is dict and bool(identity(obj)[3])
+
+
+def _parsed(display: str, data: bytes, same: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The objects of one file as ``read_manifests`` reads them (``same``: the desired object its
+    bytes are, if any); ``None`` when it would report a problem."""
+    problems: list[Any] = []
+    try:
+        docs = [same] if same is not None else parse_documents(_decoded(data, display), display)
+    except UserError:
+        return None
+    objects = []
+    for doc in docs:
+        for obj in flatten_lists(doc, display, problems):
+            _, kind, _, name = identity(obj)
+            if not obj.get("apiVersion") or not kind or not name:
+                return None
+            objects.append(obj)
+    return None if problems else objects
