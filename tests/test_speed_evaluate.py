@@ -63,11 +63,22 @@ def _run(paths: list[str], sets: tuple[str, ...] = (), rules_dir: Path | None = 
     return evaluate(ctx.snapshot, ctx.rules, ctx.settings, diag, Records() if recorded else None), diag.warnings
 
 
+FACT_FIELDS = ("name", "gkey", "gmanu", "cpu_count", "akeys", "has_accelerator", "os", "arch", "profile", "managed",
+               "feature_labels", "converged", "facts")
+
+
 def _facts_view(evaluation: Evaluation) -> list[dict[str, Any]]:
-    """Every NodeFacts field but the cache handle, with the shared read-only parts as plain data."""
-    return [{f.name: (dict(v) if isinstance(v, dict) else list(v) if f.name == "akeys" else v)
-             for f in dataclasses.fields(facts) if f.name != "shape" for v in [getattr(facts, f.name)]}
-            for facts in evaluation.node_facts]
+    """Every NodeFacts field but the cache handle, with the shared read-only parts as plain data;
+    each converged label also read one at a time (``label``, which never builds the view)."""
+    views = []
+    for facts in evaluation.node_facts:
+        view = {name: (dict(v) if isinstance(v, dict) else list(v) if name == "akeys" else v)
+                for name in FACT_FIELDS for v in [getattr(facts, name)]}
+        keys = set(facts.converged) | set(facts.feature_labels) | {"example.com/absent"}
+        view["label"] = {k: facts.label(k) for k in sorted(keys)}
+        assert view["label"] == {k: facts.converged.get(k) for k in sorted(keys)}
+        views.append(view)
+    return views
 
 
 def _assert_same_as_recorded(paths: list[str], sets: tuple[str, ...] = (), rules_dir: Path | None = None) -> Evaluation:

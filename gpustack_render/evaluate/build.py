@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -10,7 +9,7 @@ from gpustack_render.errors import Diagnostics, Problem, UserError
 from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
                                             build_pools, build_topologies, derive_instance_types)
 from gpustack_render.evaluate.flavors import FlavorBuilder
-from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts
+from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts, NodeShape
 from gpustack_render.k8s import valid_label_value, valid_qualified_name
 from gpustack_render.snapshot.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
@@ -90,23 +89,25 @@ def _stage3(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag
     (into ``flavors``) when asked; the Nodes' problems raised together once all were seen."""
     problems: list[Problem] = []
     nodes = NodeEvaluator(rules, settings, diag, recorder)
-    facts_list: list[NodeFacts] = []
     feature_name, feature_namespace = _node_feature_namer(rules), rules.vocabulary.nodeFeatureNamespace
-    for name in sorted(snapshot.nodes):
-        node = snapshot.nodes[name]
-        before = len(problems)
-        facts = nodes.evaluate(node, problems)
-        if len(problems) > before:
-            problems[before:] = [dataclasses.replace(p, file=snapshot.files.get(("Node", name), ""))
-                                 for p in problems[before:]]
-        facts_list.append(facts)
+    feature_labels: dict[NodeShape, dict[str, str]] = {}  # per shape, in key order; each Node gets a copy
+    all_nodes = snapshot.nodes
+    facts_list = nodes.evaluate_all([(name, all_nodes[name]) for name in sorted(all_nodes)])
+    report, files = nodes.report, snapshot.files
+    add_node = flavors.add_node if flavors is not None else None
+    for facts in facts_list:  # per Node in name order: its warnings, its NodeFeature, its flavors' warnings
+        report(facts, problems, files)
+        name = facts.name
         if node_features is not None:
             shape = facts.shape
-            node_features.append(NodeFeaturePlan(
-                feature_name(name), feature_namespace, name,
-                dict(shape.feature_sorted if shape is not None else sorted(facts.feature_labels.items()))))
-        if flavors is not None:
-            flavors.add_node(facts, node)
+            if shape is None:
+                labels = dict(sorted(facts.feature_labels.items()))
+            else:
+                labels = feature_labels.get(shape) or feature_labels.setdefault(shape, dict(shape.feature_sorted))
+                labels = labels.copy()
+            node_features.append(NodeFeaturePlan(feature_name(name), feature_namespace, name, labels))
+        if add_node is not None:
+            add_node(facts, all_nodes[name])
     if problems:
         raise UserError(problems)
     return nodes, facts_list

@@ -196,7 +196,6 @@ class CapacityEvaluator:
             return tallies
         groups = {f"{g.manufacturer}-{g.id}": g for g in devices.spec.groups}
         ledger: dict[tuple[str, str], dict[str, inputs.LedgerAccelerator]] | None = None  # built when first read
-        labels = facts.converged
         for akey in facts.akeys:
             group = groups.get(akey)
             if group is None:
@@ -206,7 +205,7 @@ class CapacityEvaluator:
             manufacturer = self._akey_manufacturer.get(akey)
             if manufacturer is None:
                 manufacturer = self._akey_manufacturer[akey] = self.rules.manufacturers[akey.split("-", 1)[0]]
-            vram = self._vram(node, akey, labels)
+            vram = self._vram(node, akey, facts)
             logical = partitioned = slices = 0
             overcommit_any = False
             profiles: dict[str, int] | None = None  # only partitioned cards have any
@@ -261,11 +260,11 @@ class CapacityEvaluator:
                 for family in self.rules.capacity_families for key_fmt, expr in family.keys]
         return values
 
-    def _vram(self, node: inputs.Node, akey: str, labels: Mapping[str, str]) -> int:
+    def _vram(self, node: inputs.Node, akey: str, facts: NodeFacts) -> int:
         key = self._memory_labels.get(akey)
         if key is None:
             key = self._memory_labels[akey] = f"{self._akey_prefix}{akey}.memory"
-        raw = labels.get(key)
+        raw = facts.label(key)
         if not raw:
             return 0
         try:

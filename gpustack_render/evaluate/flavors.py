@@ -45,8 +45,9 @@ class FlavorBuilder:
         self._groups: dict[tuple[str, tuple[object, ...]], FlavorPlan] = {}
         self._names: dict[str, tuple[str, tuple[object, ...]]] = {}
         self._akey_prefix = rules.normalisation.aKey.labelPrefix
-        # per NodeShape: the flavors its Nodes join (with the aKey) and the warnings they get
-        self._replays: dict[NodeShape, tuple[list[tuple[FlavorPlan, str]], list[str]]] = {}
+        # per NodeShape: the flavors its Nodes join (with the aKey), the warnings they get and the
+        # names of its later Nodes, added to those flavors in one step by flavors()
+        self._replays: dict[NodeShape, tuple[list[tuple[FlavorPlan, str]], list[str], list[str]]] = {}
 
     def _fields(self, facts: NodeFacts, akey: str, count: int) -> dict[str, object]:
         return {"gKey": facts.gkey, "gManu": facts.gmanu, "os": facts.os, "arch": facts.arch,
@@ -56,12 +57,13 @@ class FlavorBuilder:
     def add_node(self, facts: NodeFacts, node: inputs.Node) -> None:
         """Add the Node to the flavors it contributes to. Which flavors those are, and what it is
         warned about, depend only on its :class:`NodeShape`: decided for the first Node of a shape
-        and replayed for the others (unless recording, which decides every Node)."""
+        and replayed for the others (unless recording, which decides every Node). Nodes come in name
+        order, so a later Node of a shape never supplies a flavor's notes (the smallest name does):
+        its name is only kept, to join the shape's flavors in :meth:`flavors`."""
         shape = facts.shape if self.recorder is None else None
         replay = self._replays.get(shape) if shape is not None else None
         if replay is not None:
-            for flavor, akey in replay[0]:
-                self._join(flavor, facts, node, akey)
+            replay[2].append(facts.name)
             for warning in replay[1]:
                 self.diag.warn(f"Node/{facts.name}: {warning}")
             return
@@ -74,7 +76,7 @@ class FlavorBuilder:
         if recorder is not None:
             self._record(recorder, facts, "cpu", "", facts.facts, None)
         for akey in facts.akeys:
-            raw = facts.converged.get(f"{self._akey_prefix}{akey}.count", "")
+            raw = facts.label(f"{self._akey_prefix}{akey}.count") or ""
             count = int(raw) if raw.isdigit() else 0
             if count <= 0:
                 if facts.managed:
@@ -90,7 +92,7 @@ class FlavorBuilder:
             if recorder is not None:
                 self._record(recorder, facts, "accelerated", akey, node_facts, raw)
         if shape is not None:
-            self._replays[shape] = (joined, warnings)
+            self._replays[shape] = (joined, warnings, [])
 
     def _record(self, recorder: Recorder, facts: NodeFacts, kind: str, akey: str,
                 node_facts: Mapping[str, object] | None, count_label: str | None) -> None:
@@ -153,15 +155,15 @@ class FlavorBuilder:
         return dict(sorted(labels.items()))
 
     def _notes(self, facts: NodeFacts, node: inputs.Node, akey: str) -> dict[str, str]:
-        labels, annotations = facts.converged, node.metadata.annotations or {}
+        label, annotations = facts.label, node.metadata.annotations or {}
         notes: dict[str, str] = {"acceleratable": "true" if akey else "false", "generalGroup": facts.gkey}
         if akey:
             prefix = f"{self._akey_prefix}{akey}"
             notes.update(acceleratorGroup=akey, manufacturer=akey.split("-", 1)[0],
-                         product=_present(labels.get(prefix + ".product")),
-                         family=_present(labels.get(prefix + ".family")),
-                         memory=_present(labels.get(prefix + ".memory")),
-                         cores=_present(labels.get(prefix + ".cores")))
+                         product=_present(label(prefix + ".product")),
+                         family=_present(label(prefix + ".family")),
+                         memory=_present(label(prefix + ".memory")),
+                         cores=_present(label(prefix + ".cores")))
         else:
             notes.update(manufacturer=facts.gmanu,
                          product=_present(annotations.get(self.vocab.cpuAnnotations.product)),
@@ -172,6 +174,11 @@ class FlavorBuilder:
         return {k: v for k, v in notes.items() if v}
 
     def flavors(self) -> list[FlavorPlan]:
+        for joined, _, later in self._replays.values():
+            if later:
+                for flavor, _ in joined:
+                    flavor.nodes.extend(later)
+                later.clear()
         out = []
         vocab, general = self.vocab, self.vocab.generalGroupPrefix
         for flavor in self._groups.values():

@@ -3,16 +3,17 @@
 Work is done once per distinct input, not per Node, because 10,000-node snapshots repeat a handful
 of machine types: a Node's *signature* is the values of exactly the labels, annotations and
 capacity the compiled rules make this stage read (the keys come from the rules, never from a list
-here), and every Node with the same signature shares one :class:`NodeShape`. Only the converged
-label view, which keeps every label of the Node, is built per Node.
+here), and every Node with the same signature shares one :class:`NodeShape`. Per Node there is a
+small :class:`NodeFacts` (name, shape, labels); the converged label view, which keeps every label of
+the Node, is built only when something reads it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from operator import itemgetter
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, Problem
@@ -53,6 +54,7 @@ class NodeShape:
     feature_sorted: tuple[tuple[str, str], ...]   # the NodeFeature's labels in key order
     problems: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    reports: bool   # problems or warnings: each Node of this shape has something to report
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,27 +72,91 @@ class _KeySet:
 _NO_VALUES: Callable[[Mapping[str, str]], object] = lambda _labels: ()
 
 
-@dataclass(slots=True)
 class NodeFacts:
     """What stage 4 needs of one Node, computed once. ``shape`` is the per-signature evaluation it
     was built from (``None`` when the evaluation was recorded for ``explain``, which bypasses the
     caches). ``akeys``, ``feature_labels`` and ``facts`` are the shape's own, shared by every Node
-    of that shape: read-only (hence the read-only types); ``converged`` is the Node's own."""
+    of that shape: read-only (hence the read-only types); ``converged`` is the Node's own.
 
-    name: str
-    gkey: str
-    gmanu: str
-    cpu_count: int
-    akeys: Sequence[str]
-    has_accelerator: bool
-    os: str
-    arch: str
-    profile: str
-    managed: bool
-    feature_labels: Mapping[str, str]
-    converged: dict[str, str]
-    facts: Mapping[str, object] = field(default_factory=dict)
-    shape: NodeShape | None = None
+    One small object per Node holding its name, its shape and its labels: every other field is read
+    from the shape, and the converged view (the Node's labels less the dropped keys, with the
+    NodeFeature's applied) is built when first read. Building it for each of 10,000 Nodes was the
+    largest per-Node cost of stage 3, and only ``explain``, ``diff`` and ``graph`` read all of it;
+    the stages that need one converged value ask :meth:`label`."""
+
+    __slots__ = ("name", "shape", "_shape", "_labels", "_drop", "_converged")
+
+    def __init__(self, name: str, shape: NodeShape, labels: Mapping[str, str], drop: tuple[str, ...],
+                 shared: bool = True) -> None:
+        self.name, self._shape, self._labels, self._drop = name, shape, labels, drop
+        self.shape: NodeShape | None = shape if shared else None
+        self._converged: dict[str, str] | None = None
+
+    @property
+    def gkey(self) -> str:
+        return self._shape.gkey
+
+    @property
+    def gmanu(self) -> str:
+        return self._shape.gmanu
+
+    @property
+    def cpu_count(self) -> int:
+        return self._shape.cpu_count
+
+    @property
+    def akeys(self) -> Sequence[str]:
+        return self._shape.akeys
+
+    @property
+    def has_accelerator(self) -> bool:
+        return self._shape.has_accelerator
+
+    @property
+    def os(self) -> str:
+        return self._shape.os
+
+    @property
+    def arch(self) -> str:
+        return self._shape.arch
+
+    @property
+    def profile(self) -> str:
+        return self._shape.profile
+
+    @property
+    def managed(self) -> bool:
+        return self._shape.managed
+
+    @property
+    def feature_labels(self) -> Mapping[str, str]:
+        return self._shape.feature
+
+    @property
+    def facts(self) -> Mapping[str, object]:
+        return self._shape.facts
+
+    @property
+    def converged(self) -> dict[str, str]:
+        """The Node's labels once its NodeFeature is applied: the worker's keys it no longer sets
+        (``drop``) removed, the NodeFeature's set. Built on first read, then kept."""
+        converged = self._converged
+        if converged is None:
+            converged = dict(self._labels)
+            for key in self._drop:
+                del converged[key]
+            converged.update(self._shape.converged_update)
+            self._converged = converged
+        return converged
+
+    def label(self, key: str) -> str | None:
+        """``converged.get(key)`` without building the converged view."""
+        update = self._shape.converged_update
+        if key in update:
+            return update[key]
+        if key in self._drop:
+            return None
+        return self._labels.get(key)
 
 
 class NodeEvaluator:
@@ -236,7 +302,43 @@ class NodeEvaluator:
         self._cpu_counts[id(cpu)] = (cpu, count)
         return count
 
-    def evaluate(self, node: inputs.Node, problems: list[Problem]) -> NodeFacts:
+    def evaluate_all(self, nodes: Iterable[tuple[str, inputs.Node]]) -> list[NodeFacts]:
+        """Every Node's facts, in the order given. What a Node is warned about and its problems are
+        given by :meth:`report` (the caller interleaves them with the flavors' warnings per Node).
+
+        The loop is the one per-Node part of stage 3, so it only finds each Node's shape from its
+        signature: the label key tuple decides which values are read (:class:`_KeySet`), then those
+        values, the idPrefix annotations and the CPU count pick the shape."""
+        if self.recorder is not None:
+            return [self._evaluate_recorded(name, node) for name, node in nodes]
+        key_sets, shapes, cpu_counts, cpu_count_of = self._key_sets, self._shapes, self._cpu_counts, self._cpu_count
+        annotation_keys = self._annotation_keys
+        one_annotation = annotation_keys[0] if len(annotation_keys) == 1 else None
+        no_annotations: Mapping[str, str] = {}
+        out: list[NodeFacts] = []
+        append = out.append
+        for name, node in nodes:
+            meta = node.metadata
+            labels = meta.labels or {}
+            keys = tuple(labels)
+            key_set = key_sets.get(keys) or self._key_set(keys)
+            capacity = node.status.capacity
+            cpu = capacity.get("cpu") if capacity else None
+            hit = cpu_counts.get(id(cpu))
+            cpu_count = hit[1] if hit is not None and hit[0] is cpu else cpu_count_of(cpu)
+            annotations = meta.annotations or no_annotations
+            signature = (key_set, key_set.values(labels), cpu_count,
+                         annotations.get(one_annotation) if one_annotation is not None else
+                         tuple(map(annotations.get, annotation_keys)))
+            shape = shapes.get(signature)
+            if shape is None:
+                shape = shapes[signature] = self._read_shape(labels, annotations, cpu_count, key_set)
+            append(NodeFacts(name, shape, labels, key_set.drop))
+        return out
+
+    def _evaluate_recorded(self, name: str, node: inputs.Node) -> NodeFacts:
+        """One Node evaluated afresh (no shared shape), its decisions recorded for ``explain``."""
+        assert self.recorder is not None
         meta = node.metadata
         labels = meta.labels or {}
         annotations = meta.annotations or {}
@@ -245,29 +347,23 @@ class NodeEvaluator:
         cpu = (node.status.capacity or {}).get("cpu")
         hit = self._cpu_counts.get(id(cpu))
         cpu_count = hit[1] if hit is not None and hit[0] is cpu else self._cpu_count(cpu)
-        recorder = self.recorder
-        if recorder is None:
-            signature = (key_set, key_set.values(labels), tuple(map(annotations.get, self._annotation_keys)),
-                         cpu_count)
-            shape = self._shapes.get(signature)
-            if shape is None:
-                shape = self._shapes[signature] = self._read_shape(labels, annotations, cpu_count, key_set)
-        else:
-            shape = self._read_shape(labels, annotations, cpu_count, key_set)
-        name = meta.name
+        shape = self._read_shape(labels, annotations, cpu_count, key_set)
+        self._record(self.recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
+        return NodeFacts(name, shape, labels, key_set.drop, shared=False)
+
+    def report(self, facts: NodeFacts, problems: list[Problem], files: Mapping[tuple[str, str], str]) -> None:
+        """The Node's problems (into ``problems``, with the file it came from) and warnings: its
+        shape's, given with its name."""
+        shape = facts._shape
+        if not shape.reports:
+            return
+        name = facts.name
         if shape.problems:
-            problems.extend(Problem(message, obj=f"Node/{name}", path=path) for message, path in shape.problems)
+            file = files.get(("Node", name), "")
+            problems.extend(Problem(message, file=file, obj=f"Node/{name}", path=path)
+                            for message, path in shape.problems)
         for warning in shape.warnings:
             self.diag.warn(f"Node/{name}: {warning}")
-        converged = labels.copy()
-        for key in key_set.drop:
-            del converged[key]
-        converged.update(shape.converged_update)
-        if recorder is not None:
-            self._record(recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
-        return NodeFacts(name, shape.gkey, shape.gmanu, shape.cpu_count, shape.akeys, shape.has_accelerator,
-                         shape.os, shape.arch, shape.profile, shape.managed, shape.feature, converged, shape.facts,
-                         shape if recorder is None else None)
 
     def _read_shape(self, labels: Mapping[str, str], annotations: Mapping[str, str], cpu_count: int,
                     key_set: _KeySet) -> NodeShape:
@@ -326,4 +422,5 @@ class NodeEvaluator:
             warnings.append(f"has no {OS_LABEL} or {ARCH_LABEL} label; it feeds no flavor")
         facts.update(managed=managed, hasOsArch=bool(os_ and arch))
         return NodeShape(gkey, gmanu, cpu_count, tuple(akeys), has_accel, os_, arch, profile, managed, feature,
-                         facts, update, tuple(sorted(feature.items())), tuple(problems), tuple(warnings))
+                         facts, update, tuple(sorted(feature.items())), tuple(problems), tuple(warnings),
+                         bool(problems or warnings))
