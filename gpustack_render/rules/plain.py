@@ -106,10 +106,11 @@ def _plan_model(model: type[BaseModel]) -> Check:
     fields: dict[str, tuple[str, Check]] = {}  # the input key → (field name, check)
     required: set[str] = set()
     hints: dict[str, Any] | None = None
+    resolved = getattr(model, "__pydantic_fields_complete__", False)  # every annotation evaluated
     for name, info in model.model_fields.items():
         _plain_field(model, name, info)
         annotation = info.annotation
-        if _has_forward_ref(annotation):  # left unresolved at class creation (a recursive model)
+        if not resolved and _has_forward_ref(annotation):  # left unresolved at class creation (recursive)
             hints = hints if hints is not None else typing.get_type_hints(model, include_extras=True)
             annotation = hints[name]
         key = info.alias if info.alias is not None else name

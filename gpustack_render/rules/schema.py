@@ -4,8 +4,9 @@ Models only describe shape; meaning (placeholders, facts, settings, expressions)
 :mod:`gpustack_render.rules` compiles them, where the YAML positions are known.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: pydantic would wrap each string annotation in a
+# ForwardRef and compile it when the class is created (two hundred compiles at every start);
+# evaluated annotations are read as they are. The recursive ``Condition`` is the one string.
 from typing import Annotated, Any, Callable, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
@@ -65,11 +66,11 @@ class SettingCondition(Strict):
 
 
 class AllCondition(Strict):
-    all: list["Condition"] = Field(min_length=1)
+    all: "list[Condition]" = Field(min_length=1)
 
 
 class AnyCondition(Strict):
-    any: list["Condition"] = Field(min_length=1)
+    any: "list[Condition]" = Field(min_length=1)
 
 
 class NotCondition(Strict):
