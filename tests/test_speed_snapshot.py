@@ -232,7 +232,7 @@ def test_the_drawn_files_take_the_fast_path(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     items = fastjson.read_items(path.read_bytes(), fastjson.fast_models_for(inputs.models(WORKER_GROUP)))
-    assert items is not None and all(isinstance(item, fastjson.TypedItem) for item in items)
+    assert items is not None and all(isinstance(item, fastjson.TYPED) for item in items)
     snap = load_snapshot([str(path)], RULES.settings_source, WORKER_GROUP)
     assert isinstance(snap.nodes["n1"], inputs.FastNode)
     assert snap.nodes["n1"].status.capacity == {"cpu": Fraction(8), "memory": Fraction(64 << 30)}
@@ -320,13 +320,13 @@ def test_stdin_json(monkeypatch: pytest.MonkeyPatch) -> None:
 @given(text=st.one_of(st.from_regex(r"[0-9]{1,22}(Ki|Mi|Gi|Ti|Pi|Ei|K|k|M|i|)", fullmatch=True),
                       st.text(alphabet="0123456789KMGTPEim.+-e ٣²", max_size=8)))
 def test_quantity_shortcut_is_parse_quantity(text: str) -> None:
-    inputs._quantity_text.cache_clear()
+    inputs._QUANTITIES.clear()
     try:
         expected: Any = parse_quantity(text)
     except QuantityError as err:
         expected = ("error", str(err))
     try:
-        got: Any = inputs._quantity_text(text)
+        got: Any = inputs._QUANTITIES[text]
     except ValueError as err:
         got = ("error", str(err))
     assert got == expected and type(got) is type(expected)

@@ -11,8 +11,9 @@ import binascii
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
+import msgspec
 import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -64,50 +65,61 @@ class _Source:
     file: str
 
 
-@dataclass
-class _TypedSource:
-    """An object of a bulk kind typed while its file was decoded (:mod:`.fastjson`). Its JSON text
-    is dropped once the file is read, so the file's bytes are freed before the next one is read
-    (they were 430 MB of a 1.2 GB peak at 65,000 Nodes); a duplicate identity, rare, reads it again."""
-
-    item: fastjson.TypedItem
-    file: str
-    index: int  # among the objects of its file
-    reread: "_Reread"
+_UNTYPED: fastjson.FastModels = lambda group, kind: None  # noqa: E731  (every object as json.loads reads it)
 
 
-class _Reread:
-    """The objects of a file read again, for the JSON text of a typed object (duplicates only)."""
+@dataclass(eq=False)
+class _File:
+    """One snapshot file as read: per object its reader handed on, the typed struct of a bulk kind
+    (:mod:`.fastjson`, :mod:`.fastyaml`) or the :class:`_Source` objects it flattens to (a list).
 
-    def __init__(self, fast_models: Callable[[str, str], type | None]) -> None:
-        self.fast_models = fast_models
-        self.files: dict[str, list[Any]] = {}
+    The typed objects keep no JSON text, so the file's bytes are freed before the next one is read
+    (they were 430 MB of a 1.2 GB peak at 65,000 Nodes); a duplicate identity, rare, reads the
+    texts again (:meth:`text`). Stdin cannot be read again: its bytes are kept."""
 
-    def raw(self, source: _TypedSource) -> Any:
-        if source.item.raw is not None:
-            return source.item.raw
-        items = self.files.get(source.file)
-        if items is None:
-            data = _bytes_of(Path(source.file), None)
-            items = fastjson.read_items(data, self.fast_models) or fastyaml.read_items(data, self.fast_models) or []
-            self.files[source.file] = items
-        again = items[source.index] if source.index < len(items) else None
-        if not isinstance(again, fastjson.TypedItem) or again.raw is None:  # the file changed meanwhile
-            raise UserError.single("changed while it was read", file=source.file)
-        return again.raw
+    name: str
+    path: Path | None
+    entries: list[Any]
+    data: bytes | None = None
+    texts: list[Any] | None = None
+
+    def text(self, index: int) -> Any:
+        """The JSON text (JSON files) or the object ``json.loads`` reads (YAML files) of entry ``index``."""
+        if self.texts is None:
+            data = self.data if self.data is not None else _bytes_of(self.path, None)
+            texts: list[Any] | None = fastjson.raw_items(data)
+            self.texts = texts if texts is not None else fastyaml.read_items(data, _UNTYPED) or []
+        if index >= len(self.texts):  # the file changed meanwhile
+            raise UserError.single("changed while it was read", file=self.name)
+        return self.texts[index]
 
 
-def _same(first: _Source | _TypedSource, second: _Source | _TypedSource) -> bool:
+# What ``seen`` keeps of the first object of an identity: a typed one as (its file, its index).
+_Seen = _Source | tuple[_File, int]
+
+
+def _file_of(source: _Seen) -> str:
+    return source.file if isinstance(source, _Source) else source[0].name
+
+
+def _same(first: _Seen, second: _Seen) -> bool:
     """Whether two objects of one identity are the same object: equal as ``json.loads`` reads them
     (as the dicts were compared before); the same JSON text is that without reading it."""
-    if isinstance(first, _TypedSource) and isinstance(second, _TypedSource) \
-            and first.reread.raw(first) == second.reread.raw(second):
+    one, other = _text_or_object(first), _text_or_object(second)
+    if isinstance(one, _TEXTS) and isinstance(other, _TEXTS) and bytes(one) == bytes(other):
         return True
-    return bool(_plain(first) == _plain(second))
+    return bool(_plain(one) == _plain(other))
 
 
-def _plain(source: _Source | _TypedSource) -> Any:
-    return fastjson.plain(source.reread.raw(source)) if isinstance(source, _TypedSource) else source.obj
+_TEXTS = (msgspec.Raw, bytes, bytearray)
+
+
+def _text_or_object(source: _Seen) -> Any:
+    return source.obj if isinstance(source, _Source) else source[0].text(source[1])
+
+
+def _plain(value: Any) -> Any:
+    return fastjson.plain(value) if isinstance(value, _TEXTS) else value
 
 
 def expand_paths(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
@@ -162,12 +174,11 @@ def _parse_file(display: str, path: Path | None, stdin_text: str | None, problem
 
 
 def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str],
-                  fast_models: Callable[[str, str], type | None]) -> list[_Source | _TypedSource]:
+                  fast_models: fastjson.FastModels) -> list[_File]:
     """Every object of ``paths`` in order. A JSON file is decoded from bytes, its bulk kinds typed on
     the way (:mod:`.fastjson`), a YAML file in kubectl's block style through rapidyaml's JSON
     (:mod:`.fastyaml`); a file those readers decline is read as before (same messages)."""
-    out: list[_Source | _TypedSource] = []
-    reread = _Reread(fast_models)
+    out: list[_File] = []
     for display, path in expand_paths(paths):
         files.append(display)
         stdin_text = sys.stdin.read() if path is None else None
@@ -175,19 +186,17 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         items = fastjson.read_items(data, fast_models)
         if items is None:
             items = fastyaml.read_items(data, fast_models)
-        data = b""  # the file's bytes live on only in the typed items' raw slices
+        kept, data = (data if path is None else None), b""  # the bytes of one file at a time (see _File)
         if items is not None:
             for index, item in enumerate(items):
-                if isinstance(item, fastjson.TypedItem):
-                    if path is not None:
-                        item.raw = None  # see _TypedSource (stdin cannot be read again: kept)
-                    out.append(_TypedSource(item, display, index, reread))
-                else:
-                    out.extend(_Source(obj, display) for obj in flatten_lists(item, display, problems))
+                if not isinstance(item, fastjson.TYPED):
+                    items[index] = [_Source(obj, display) for obj in flatten_lists(item, display, problems)]
+            out.append(_File(display, path, items, kept))
             continue
         docs = _parse_file(display, path, stdin_text, problems)
         stdin_text = None
-        out.extend(_Source(obj, display) for doc in docs for obj in flatten_lists(doc, display, problems))
+        out.append(_File(display, path, [[_Source(obj, display) for doc in docs
+                                          for obj in flatten_lists(doc, display, problems)]]))
     return out
 
 
@@ -294,45 +303,18 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
     problems: list[Problem] = []
     models = inputs.models(worker_group)
     files: list[str] = []
-    sources = _read_objects(paths, problems, files, fastjson.fast_models_for(models))
-    seen: dict[tuple[str, str, str, str], _Source | _TypedSource] = {}
+    read = _read_objects(paths, problems, files, fastjson.fast_models_for(models))
+    seen: dict[tuple[str, str, str, str], _Seen] = {}
     snap = Snapshot()
     used: set[str] = set()
     settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
-    for source in sources:
-        if isinstance(source, _TypedSource):
-            _place_typed(snap, source, seen, used, problems)
-            continue
-        ident = _identity(source.obj)
-        if isinstance(ident, str):
-            problems.append(Problem(ident, file=source.file))
-            continue
-        group, kind, namespace, name = ident
-        model = models.get((group, kind))
-        if model is None:
-            if (group, kind) in RAW_ONLY_KINDS:
-                used.add(source.file)
-                _keep_raw(snap, ident, source, seen, problems)
-            continue
-        is_settings = kind in ("Secret", "ConfigMap")
-        if is_settings and (namespace, name) != settings_source:
-            continue
-        used.add(source.file)
-        if not is_settings:
-            namespace = ""  # every other kind read is cluster-scoped (Namespace included)
-            ident = (group, kind, "", name)
-        if not _first_seen(seen, ident, source, problems):
-            continue
-        try:
-            typed = inputs.fast_validate(model, source.obj)
-        except ValidationError as err:
-            label = _object_label(kind, namespace, name)
-            for e in err.errors():
-                loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
-                line = locate_line(source.file, kind, name, loc)
-                problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=field_path(loc, "dotted")))
-            continue
-        _place(snap, kind, typed, source, settings_objects, problems)
+    for file in read:
+        for index, entry in enumerate(file.entries):
+            if type(entry) is list:
+                for source in entry:
+                    _place_source(snap, source, models, settings_source, seen, used, settings_objects, problems)
+            else:
+                _place_typed(snap, entry, file, index, seen, used, problems)
     _resolve_settings(snap, settings_objects, problems)
     if problems:
         raise UserError(problems)
@@ -341,35 +323,71 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
     return snap
 
 
-def _place_typed(snap: Snapshot, source: _TypedSource, seen: dict[tuple[str, str, str, str], _Source | _TypedSource],
-                 used: set[str], problems: list[Problem]) -> None:
-    """What the loop of :func:`load_snapshot` does for an object of a bulk kind (cluster-scoped,
-    never the settings object), typed already."""
-    item = source.item
-    name = item.typed.metadata.name
-    ident = (item.group, item.kind, "", name)
+def _place_source(snap: Snapshot, source: _Source, models: dict[tuple[str, str], type[inputs.Model]],
+                  settings_source: tuple[str, str], seen: dict[tuple[str, str, str, str], _Seen], used: set[str],
+                  settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
+    """What :func:`load_snapshot` does for an object read as plain data: its identity, its model
+    (pydantic words its problems), its place."""
+    ident = _identity(source.obj)
+    if isinstance(ident, str):
+        problems.append(Problem(ident, file=source.file))
+        return
+    group, kind, namespace, name = ident
+    model = models.get((group, kind))
+    if model is None:
+        if (group, kind) in RAW_ONLY_KINDS:
+            used.add(source.file)
+            _keep_raw(snap, ident, source, seen, problems)
+        return
+    is_settings = kind in ("Secret", "ConfigMap")
+    if is_settings and (namespace, name) != settings_source:
+        return
     used.add(source.file)
-    if _first_seen(seen, ident, source, problems):
-        _place_bulk(snap, item.kind, item.typed, source.file)
+    if not is_settings:
+        namespace = ""  # every other kind read is cluster-scoped (Namespace included)
+        ident = (group, kind, "", name)
+    if not _first_seen(seen, ident, source, problems):
+        return
+    try:
+        typed = inputs.fast_validate(model, source.obj)
+    except ValidationError as err:
+        label = _object_label(kind, namespace, name)
+        for e in err.errors():
+            loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
+            line = locate_line(source.file, kind, name, loc)
+            problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=field_path(loc, "dotted")))
+        return
+    _place(snap, kind, typed, source, settings_objects, problems)
+
+
+def _place_typed(snap: Snapshot, typed: Any, file: _File, index: int, seen: dict[tuple[str, str, str, str], _Seen],
+                 used: set[str], problems: list[Problem]) -> None:
+    """What :func:`_place_source` does for an object of a bulk kind (cluster-scoped, never the
+    settings object), typed already."""
+    kind = fastjson.KINDS[type(typed)]
+    ident = (typed.apiVersion.rpartition("/")[0], kind, "", typed.metadata.name)
+    used.add(file.name)
+    if _first_seen(seen, ident, (file, index), problems):
+        _place_bulk(snap, kind, typed, file.name)
 
 
 def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
-              seen: dict[tuple[str, str, str, str], _Source | _TypedSource], problems: list[Problem]) -> None:
+              seen: dict[tuple[str, str, str, str], _Seen], problems: list[Problem]) -> None:
     """Keep an object of a :data:`RAW_ONLY_KINDS` kind."""
     if _first_seen(seen, ident, source, problems):
         snap.raw[ident] = source.obj
 
 
-def _first_seen(seen: dict[tuple[str, str, str, str], _Source | _TypedSource], ident: tuple[str, str, str, str],
-                source: _Source | _TypedSource, problems: list[Problem]) -> bool:
+def _first_seen(seen: dict[tuple[str, str, str, str], _Seen], ident: tuple[str, str, str, str],
+                source: _Seen, problems: list[Problem]) -> bool:
     """Whether ``source`` is the first object of identity ``ident`` (then recorded in ``seen``). A
     later one must be the same object; a different one is a problem naming the first one's file."""
     if ident not in seen:
         seen[ident] = source
         return True
     if not _same(seen[ident], source):
-        problems.append(Problem(f"conflicts with a different object of the same identity in {seen[ident].file}",
-                                file=source.file, obj=_object_label(*ident[1:])))
+        problems.append(Problem(f"conflicts with a different object of the same identity in {_file_of(seen[ident])}",
+                                file=_file_of(source), obj=_object_label(*ident[1:])))
     return False
 
 

@@ -1,15 +1,23 @@
 """JSON snapshot files read from bytes in one C pass (msgspec), the bulk kinds typed on the way.
 
 A 10,000-Node ``kubectl get -o json`` List is ~65 MB. ``json.loads`` builds a dict for every
-object only for msgspec to convert it again; here the file is decoded once from bytes: the List
-into one raw slice per item, each item's ``apiVersion``/``kind`` by a two-field header, and the
-Nodes, Devices and Namespaces straight into their typed structs (``inputs.FAST_MODELS``). Every
-other item is handed back as the dict ``json.loads`` would give, for the unchanged slow path.
+object only for msgspec to convert it again; here the file is decoded from bytes, the Nodes,
+Devices and Namespaces straight into their typed structs (``inputs.FAST_MODELS``, tagged by
+``kind``). Every other item is handed back as the dict ``json.loads`` would give, for the
+unchanged slow path.
+
+Two ways, one result. A List of bulk kinds only (``kubectl get nodes,devices -o json``, the bench
+snapshots) is decoded in one call: its items typed as a union of the three structs. Any other
+file (another kind among the items, an item msgspec refuses, a group that is not the bulk kind's)
+makes that call fail or be thrown away, and the file is read item by item: the List into one raw
+slice per item, then each item typed by the same union or, refused, read by ``json.loads``. A
+file whose last objects are of other kinds (``gpustack-render snapshot`` writes them last, the
+NodeFeatures among them) goes item by item at once: the one call would fail at its very end.
 
 Nothing here words an error. Whenever this reader cannot promise the result ``json.loads`` plus
 ``inputs.fast_validate`` would give, it declines: for the whole file (not UTF-8, not JSON msgspec
 accepts, not an object at the top) the caller reads it as before; for one item (a typed decode
-refused, a header it does not expect) that item goes back as a dict, so pydantic and
+refused, a kind or group it does not type) that item goes back as a dict, so pydantic and
 ``locate_line`` word its problems exactly as before.
 """
 
@@ -17,9 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Union, cast
 
 import msgspec
 
@@ -29,6 +35,17 @@ from gpustack_render.snapshot import inputs
 # msgspec skip (a match at the start: the file is never copied).
 _JSON_START = re.compile(rb"[ \t\r\n]*[\[{]")
 
+FastModels = Callable[[str, str], "type | None"]
+"""``(group, kind)`` → the fast struct of a bulk kind (one of ``inputs.FAST_MODELS``' structs), else
+``None``: which objects are typed, e.g. ``fast_models_for(inputs.models(group))``."""
+
+TYPED: tuple[type, ...] = tuple(inputs.FAST_MODELS.values())
+"""The types of the typed objects :func:`read_items` hands back (anything else is plain data)."""
+
+KINDS: dict[type, str] = {struct: struct.__struct_config__.tag for struct in TYPED}  # type: ignore[attr-defined]
+"""A typed object's kind (its struct's tag)."""
+
+_Bulk: Any = Union[TYPED]  # type: ignore[valid-type]  # (the tag picks the struct)
 
 _NO_ITEMS = msgspec.Raw(b"")
 
@@ -41,13 +58,6 @@ class _Top(msgspec.Struct):
     items: msgspec.Raw = _NO_ITEMS  # (msgspec takes Raw alone, not in a union)
 
 
-class _Head(msgspec.Struct):
-    """What decides an item's model (a field of any type: the slow path words a wrong one)."""
-
-    apiVersion: Any = None
-    kind: Any = None
-
-
 class _TopList(msgspec.Struct):
     """The common case read in one pass: ``items`` a list (or absent)."""
 
@@ -56,26 +66,25 @@ class _TopList(msgspec.Struct):
     items: list[msgspec.Raw] | None = None
 
 
+class _BulkList(msgspec.Struct):
+    """A List of bulk kinds only, typed in the same pass."""
+
+    apiVersion: Any = None
+    kind: Any = None
+    items: list[_Bulk] | None = None
+
+
 _TOP = msgspec.json.Decoder(_Top)
 _TOP_LIST = msgspec.json.Decoder(_TopList)
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
-_HEAD = msgspec.json.Decoder(_Head)
+_BULK_LIST = msgspec.json.Decoder(_BulkList)
+_BULK_ITEMS = msgspec.json.Decoder(list[_Bulk])
+_BULK = msgspec.json.Decoder(_Bulk)
 
-
-@lru_cache(maxsize=None)
-def _typed_decoder(struct: type) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(struct)
-
-
-@dataclass
-class TypedItem:
-    """A bulk-kind object already typed; ``raw`` is its exact JSON text (for duplicate checks;
-    ``None`` once the caller let it go)."""
-
-    group: str
-    kind: str
-    typed: Any
-    raw: msgspec.Raw | bytes | bytearray | None
+# The ``kind`` values near a file's end (see the module docstring: only to choose the way to read).
+_KIND_VALUE = re.compile(rb'"kind"[ \t\r\n]*:[ \t\r\n]*"([^"\\]*)"')
+_TAIL = 1 << 16
+_BULK_TAGS = frozenset(kind.encode() for kind in KINDS.values())
 
 
 def plain(raw: msgspec.Raw | bytes | bytearray) -> Any:
@@ -98,14 +107,42 @@ def is_utf8(data: bytes | bytearray) -> bool:
     return True
 
 
-def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[TypedItem | Any] | None:
-    """The objects of one JSON file, in order: :class:`TypedItem` for the bulk kinds, otherwise
-    the item as ``json.loads`` reads it (a dict, or whatever the file holds there). ``None``: the
-    file is not for this reader (the caller reads it as before).
-
-    ``fast_models(group, kind)`` gives the fast struct of a bulk kind, else ``None``.
-    """
+def read_items(data: bytes | bytearray, fast_models: FastModels) -> list[Any] | None:
+    """The objects of one JSON file, in order: a typed struct (one of :data:`TYPED`) for each object
+    of a bulk kind, otherwise the item as ``json.loads`` reads it (a dict, or whatever the file
+    holds there). ``None``: the file is not for this reader (the caller reads it as before).
+    :func:`raw_items` gives the items' JSON texts, index for index."""
     if not looks_like_json(data) or not is_utf8(data):
+        return None
+    if not _tail_has_other_kinds(data):
+        typed = _typed_list(data, fast_models)
+        if typed is not None:
+            return typed
+    items = raw_items(data, checked=True)
+    return None if items is None else [_item(raw, fast_models) for raw in items]
+
+
+def read_list(data: bytes | bytearray, fast_models: FastModels) -> list[Any] | None:
+    """The items of a JSON array (a run of a List's items), as :func:`read_items` gives them."""
+    try:
+        typed = _BULK_ITEMS.decode(data)
+    except msgspec.DecodeError:  # another kind among them (or not JSON: the item-wise read says)
+        pass
+    else:
+        if _all_typed(typed, fast_models):
+            return typed
+    try:
+        items = _ITEMS.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return [_item(raw, fast_models) for raw in items]
+
+
+def raw_items(data: bytes | bytearray, checked: bool = False) -> list[msgspec.Raw | bytes | bytearray] | None:
+    """The JSON text of each object :func:`read_items` gives for ``data`` (``None`` where it gives
+    ``None``): a List's items, or the whole file when it is one object (``flatten_lists``' rule).
+    ``checked``: the caller has seen that ``data`` looks like UTF-8 JSON."""
+    if not checked and (not looks_like_json(data) or not is_utf8(data)):
         return None
     try:
         try:
@@ -116,16 +153,7 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
             items = _list_items(_TOP.decode(data))
     except msgspec.DecodeError:  # not JSON msgspec reads (NaN, a lone surrogate, ...) or not an object
         return None
-    return [_item(raw, fast_models) for raw in (items if items is not None else [data])]
-
-
-def read_list(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[TypedItem | Any] | None:
-    """The items of a JSON array (a run of a List's items), as :func:`read_items` gives them."""
-    try:
-        items = _ITEMS.decode(data)
-    except msgspec.DecodeError:
-        return None
-    return [_item(raw, fast_models) for raw in items]
+    return cast("list[msgspec.Raw | bytes | bytearray]", items) if items is not None else [data]
 
 
 def _list_items(top: _Top) -> list[msgspec.Raw] | None:
@@ -138,26 +166,59 @@ def _list_items(top: _Top) -> list[msgspec.Raw] | None:
         return None
 
 
-def _item(raw: msgspec.Raw | bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> TypedItem | Any:
-    try:
-        head = _HEAD.decode(raw)
-    except msgspec.ValidationError:  # not a mapping
-        return plain(raw)
-    api, kind = head.apiVersion, head.kind
-    if not isinstance(api, str) or not api or not isinstance(kind, str) or not kind:
-        return plain(raw)
-    group = api.rpartition("/")[0]
-    struct = fast_models(group, kind)
-    if struct is None:
-        return plain(raw)
-    try:
-        typed = _typed_decoder(struct).decode(raw)
-    except msgspec.ValidationError:
-        return plain(raw)
-    return TypedItem(group, kind, typed, raw)
+def _tail_has_other_kinds(data: bytes | bytearray) -> bool:
+    """Whether a ``kind`` other than a bulk kind's or a List's is named near the end of ``data``."""
+    return any(kind not in _BULK_TAGS and not kind.endswith(b"List")
+               for kind in _KIND_VALUE.findall(data, max(0, len(data) - _TAIL)))
 
 
-def fast_models_for(models: dict[tuple[str, str], type[inputs.Model]]) -> Callable[[str, str], type | None]:
+def _typed_list(data: bytes | bytearray, fast_models: FastModels) -> list[Any] | None:
+    """A List of bulk-kind objects only, typed in one call; ``None`` for any other file (read item
+    by item: every way this call fails, the item-wise read decides alike)."""
+    try:
+        top = _BULK_LIST.decode(data)
+    except msgspec.DecodeError:
+        return None
+    if not (isinstance(top.kind, str) and top.kind.endswith("List")) or top.items is None:
+        return None
+    return top.items if _all_typed(top.items, fast_models) else None
+
+
+def _all_typed(items: list[Any], fast_models: FastModels) -> bool:
+    """Whether :func:`_item` would keep every one of ``items`` typed (its group is the kind's)."""
+    known: dict[tuple[type, str], bool] = {}
+    for item in items:
+        api = item.apiVersion
+        if type(api) is not str:
+            return False
+        struct = type(item)
+        good = known.get((struct, api))
+        if good is None:
+            good = known[(struct, api)] = _is_typed(struct, api, fast_models)
+        if not good:
+            return False
+    return True
+
+
+def _is_typed(struct: type, api: str, fast_models: FastModels) -> bool:
+    return bool(api) and fast_models(api.rpartition("/")[0], KINDS[struct]) is struct
+
+
+def _item(raw: msgspec.Raw | bytes | bytearray, fast_models: FastModels) -> Any:
+    """One item typed, or as ``json.loads`` reads it. The union decodes exactly when the item's
+    kind is a bulk kind (every ``kind`` key names it) and its struct accepts it, which is when the
+    one struct ``fast_models`` gives for it would."""
+    try:
+        typed = _BULK.decode(raw)
+    except msgspec.ValidationError:  # another kind, not a mapping, or refused by its struct
+        return plain(raw)
+    api = typed.apiVersion
+    if type(api) is str and _is_typed(type(typed), api, fast_models):
+        return typed
+    return plain(raw)
+
+
+def fast_models_for(models: dict[tuple[str, str], type[inputs.Model]]) -> FastModels:
     """``(group, kind)`` → the fast struct of a bulk kind among ``models``."""
     table = {key: inputs.FAST_MODELS[model] for key, model in models.items() if model in inputs.FAST_MODELS}
     return lambda group, kind: table.get((group, kind))

@@ -339,12 +339,10 @@ def _fix(struct: Any, name: str, convert: Any) -> None:
 _BINARY_UNITS = {suffix: parse_quantity("1" + suffix).numerator for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")}
 
 
-@lru_cache(maxsize=1 << 16)
 def _quantity_text(text: str) -> Fraction:
-    """Capacity values repeat across thousands of Nodes: parsed once each (errors are not cached).
-    Memory and storage differ per Node (``1844435235Ki``): plain digits, with or without a binary
-    suffix, are read here without the general parser's regex and Fraction arithmetic (the same
-    exact value: ``parse_quantity`` multiplies the same integers)."""
+    """One capacity value. Memory and storage differ per Node (``1844435235Ki``): plain digits, with
+    or without a binary suffix, are read here without the general parser's regex and Fraction
+    arithmetic (the same exact value: ``parse_quantity`` multiplies the same integers)."""
     unit = _BINARY_UNITS.get(text[-2:], 1)
     digits = text[:-2] if unit != 1 else text
     if 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit():
@@ -355,8 +353,21 @@ def _quantity_text(text: str) -> Fraction:
         raise ValueError(str(err)) from None
 
 
-def _quantities(value: dict[str, str]) -> dict[str, Fraction]:
-    return {key: _quantity_text(item) for key, item in value.items()}
+class _QuantityCache(dict[str, Fraction]):
+    """Capacity values repeat across thousands of Nodes: each text parsed once (a refusal is not
+    kept). A plain dict lookup per value (``__missing__`` runs only for a new text) is a third of
+    an ``lru_cache`` call; emptied when full, so memory stays bounded as the cache was before."""
+
+    LIMIT = 1 << 16
+
+    def __missing__(self, text: str) -> Fraction:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        value = self[text] = _quantity_text(text)
+        return value
+
+
+_QUANTITIES = _QuantityCache()
 
 
 _Name = Annotated[str, msgspec.Meta(min_length=1)]
@@ -379,13 +390,20 @@ class FastNodeStatus(_Struct, frozen=True):
     capacity: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
-        if self.capacity is not None:
-            _fix(self, "capacity", _quantities)
+        capacity = self.capacity
+        if capacity is not None:  # (a refused text raises ValueError: msgspec refuses the Node)
+            msgspec.structs.force_setattr(self, "capacity", {key: _QUANTITIES[text] for key, text in capacity.items()})
 
 
-class FastNode(_Struct, frozen=True):
+# The three bulk kinds are tagged by ``kind`` and carry ``apiVersion``, so a List of them decodes in
+# one call (a union of the three, fastjson) and a decoded object says its kind and group. The tag
+# is checked on every ``kind`` key of the object (all must name it) and ``apiVersion`` is read as it
+# comes (its group decides, in fastjson, whether the object is of the bulk kind at all).
+
+class FastNode(_Struct, frozen=True, tag="Node", tag_field="kind"):
     metadata: FastMeta
     status: FastNodeStatus = msgspec.field(default_factory=FastNodeStatus)
+    apiVersion: Any = None
 
 
 class FastSlicedDetailLogical(_Struct, frozen=True):
@@ -464,19 +482,21 @@ class FastDevicesStatus(_Struct, frozen=True):
     groups: list[FastLedgerGroup] = msgspec.field(default_factory=list)
 
 
-class FastDevices(_Struct, frozen=True):
+class FastDevices(_Struct, frozen=True, tag="Devices", tag_field="kind"):
     metadata: FastMeta
     spec: FastDevicesSpec = msgspec.field(default_factory=FastDevicesSpec)
     status: FastDevicesStatus = msgspec.field(default_factory=FastDevicesStatus)
+    apiVersion: Any = None
 
 
 class FastNamespaceStatus(_Struct, frozen=True):
     phase: str = ""
 
 
-class FastNamespace(_Struct, frozen=True):
+class FastNamespace(_Struct, frozen=True, tag="Namespace", tag_field="kind"):
     metadata: FastMeta
     status: FastNamespaceStatus = msgspec.field(default_factory=FastNamespaceStatus)
+    apiVersion: Any = None
 
 
 FAST_MODELS: dict[type[Model], type[_Struct]] = {Node: FastNode, Devices: FastDevices, Namespace: FastNamespace}
