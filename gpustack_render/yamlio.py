@@ -334,12 +334,14 @@ def load_yaml_text(text: str) -> Iterator[Any]:
     return yaml.load_all(text, Loader=BulkLoader)
 
 
-def dump_json(obj: Any) -> str:
+def dump_json(obj: Any, floats: bool = True) -> str:
     """``json.dumps(obj, indent=2, ensure_ascii=False)`` plus a newline, written by orjson when the
     two agree byte for byte: ``indent`` sends the stdlib to its pure-Python encoder (0.16 s for a
     10,000-Node render, orjson 0.006 s). They differ on floats (``1e+16`` / ``1e16``, ``NaN`` /
-    ``null``), non-string keys and ints over 64 bits, so those go to the stdlib."""
-    if not _has_float(obj):
+    ``null``), non-string keys and ints over 64 bits, so those go to the stdlib. orjson refuses the
+    last two itself; floats are looked for unless the caller knows there is none (``floats=False``:
+    a render knows where each of its values came from, and looking costs more than writing)."""
+    if not (floats and has_float(obj)):
         try:
             return orjson.dumps(obj, default=_not_plain_json, option=_ORJSON_OPTIONS).decode()
         except TypeError:  # a non-string key, a huge int, a lone surrogate, a type json would refuse
@@ -355,7 +357,7 @@ def _not_plain_json(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def _has_float(obj: Any) -> bool:
+def has_float(obj: Any) -> bool:
     """Whether a float is anywhere in ``obj`` (an explicit stack: output nests only a few levels,
     but there are hundreds of thousands of values)."""
     stack = [obj]

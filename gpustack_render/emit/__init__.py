@@ -6,12 +6,26 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
 from gpustack_render.errors import UserError
 from gpustack_render.yamlio import dump_json, dump_yaml, dump_yaml_stream, load_yaml_text
+
+
+class Manifests(list[dict[str, Any]]):
+    """Rendered objects, and whether a float may be among their values (``floats``): JSON output
+    is written without looking for one when none can be (yamlio.dump_json)."""
+
+    def __init__(self, objects: Iterable[dict[str, Any]], floats: bool) -> None:
+        super().__init__(objects)
+        self.floats = floats
+
+
+def may_hold_floats(objects: Sequence[Any]) -> bool:
+    """``False`` only for rendered objects known to hold no float."""
+    return not isinstance(objects, Manifests) or objects.floats
 
 
 def as_list(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -20,7 +34,7 @@ def as_list(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def format_objects(objects: Sequence[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
-        return dump_json(as_list(objects))
+        return dump_json(as_list(objects), floats=may_hold_floats(objects))
     return dump_yaml_stream(objects) if objects else ""
 
 
@@ -100,6 +114,8 @@ def _carry_over(entries: Sequence[Path], staging: Path) -> None:
 
 def _write_manifests(objects: Sequence[dict[str, Any]], staging: Path, fmt: str) -> list[str]:
     suffix, dump = MANIFEST_FORMATS["json" if fmt == "json" else "yaml"]
+    if dump is dump_json and not may_hold_floats(objects):
+        dump = _dump_json_without_floats
     names: dict[str, dict[str, Any]] = {}
     for obj in objects:
         name = file_name(obj, suffix)
@@ -109,6 +125,10 @@ def _write_manifests(objects: Sequence[dict[str, Any]], staging: Path, fmt: str)
         names[name] = obj
         (staging / name).write_text(dump(obj), encoding="utf-8")
     return list(names)
+
+
+def _dump_json_without_floats(obj: Any) -> str:
+    return dump_json(obj, floats=False)
 
 
 def _label(obj: dict[str, Any]) -> str:

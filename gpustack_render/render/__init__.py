@@ -12,8 +12,9 @@ one of whose texts it declines, by libyaml.
 from __future__ import annotations
 
 import json
+import operator
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import yaml
 from types import CodeType
@@ -21,6 +22,7 @@ from types import CodeType
 from jinja2 import BytecodeCache, FileSystemLoader, StrictUndefined, Template, TemplateError, TemplateSyntaxError
 from jinja2.bccache import Bucket
 
+from gpustack_render.emit import Manifests
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import identity, mapping_field
@@ -29,7 +31,7 @@ from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render import slots
 from gpustack_render.render.sandbox import BoundedSandbox, time_budget
-from gpustack_render.yamlio import NotSimple, load_simple_block, load_yaml_text
+from gpustack_render.yamlio import NotSimple, has_float, load_simple_block, load_yaml_text
 
 CATALOG_KIND = "InstanceTypeFlavor"
 # A template pass may take this long (seconds, plus a share per object) before it is stopped.
@@ -83,6 +85,7 @@ class Renderer:
         self._recorder = slots.install(self.env)
         self._shapes = slots.ShapeCache(_DATA_MAPS)
         self._templates: dict[str, Template] = {}
+        self.floats = False  # whether an object read from its text held a float (see render_plan)
         self._slotted: dict[str, slots.Slotted | None] = {}
         problems = []
         for kind in RENDER_KINDS + (CATALOG_KIND,):
@@ -97,11 +100,16 @@ class Renderer:
             raise UserError(problems)
 
     def render_kind(self, kind: str, items: Sequence[Any]) -> list[dict[str, Any]]:
+        return self._render_kind(kind, items)[0]
+
+    def _render_kind(self, kind: str, items: Sequence[Any]) -> tuple[list[dict[str, Any]], bool]:
+        """The kind's objects, and whether they are well formed in the way :func:`_well_formed`
+        checks (then their order and identity keys are read without the general checks)."""
         if not items:
-            return []
+            return [], True
         template, path = self._templates[kind], str(self.dir / f"{kind}.yaml.j2")
         slotted = self._slotted_template(kind) if len(items) >= SLOT_MIN_ITEMS else None
-        untidy: list[bool] | None = None  # which objects still need _tidy (None: all)
+        untidy: Iterable[int] | None = None  # the objects that still need _tidy (None: all)
         if slotted is None:
             objects = _parse_rendered(_render_texts(template, items, path), path)
         else:
@@ -116,17 +124,17 @@ class Renderer:
                 objects = _parse_rendered(self._real_texts(rendered, template, items, path), path)
             else:
                 objects, untidy = built
-        if len(objects) != len(items) or not all(isinstance(o, dict) for o in objects):
+        if len(objects) != len(items) or not (set(map(type, objects)) <= _DICT
+                                              or all(isinstance(o, dict) for o in objects)):
             raise UserError([Problem("template must produce exactly one mapping per object", file=path)])
-        problems = [p for obj, item in zip(objects, items) for p in _shape_problems(obj, item, kind, path)]
-        if problems:  # a template mistake repeats for every object: one line says it
-            first = problems[0]
-            more = f" (and {len(problems) - 1} more {kind} objects)" if len(problems) > 1 else ""
-            raise UserError([Problem(first.message + more, file=first.file, obj=first.obj, path=first.path)])
-        for index, obj in enumerate(objects):
-            if untidy is None or untidy[index]:
-                _tidy(obj)
-        return objects
+        well_formed = _well_formed(objects, items, kind)
+        if not well_formed:
+            _raise_shape_problems(objects, items, kind, path)
+        for index in range(len(objects)) if untidy is None else untidy:
+            _tidy(objects[index])
+        if untidy is None and not self.floats:  # read from texts: any value may be a float
+            self.floats = has_float(objects)
+        return objects, well_formed
 
     def _slotted_template(self, kind: str) -> slots.Slotted | None:
         """The kind's slotted template (slots.py), compiled on first use."""
@@ -134,26 +142,27 @@ class Renderer:
             self._slotted[kind] = slots.slotted_template(self.env, f"{kind}.yaml.j2")
         return self._slotted[kind]
 
-    def _real_texts(self, rendered: list[slots.Rendered], template: Template, items: Sequence[Any],
+    def _real_texts(self, rendered: Iterable[slots.Rendered], template: Template, items: Sequence[Any],
                     path: str) -> list[str]:
         try:
             return [one.real_text() for one in rendered]
         except NotSimple:  # cannot happen for straight outputs; render the real texts again
             return _render_texts(template, items, path)
 
-    def render_plan(self, plan: Plan) -> list[dict[str, Any]]:
-        """Every rendered object, ordered by kind, then namespace, then name."""
+    def render_plan(self, plan: Plan) -> Manifests:
+        """Every rendered object, ordered by kind, then namespace, then name; whether a float may
+        be among their values is known from where each value came from (slots, shapes, texts)."""
         sources: dict[str, Sequence[Any]] = {"NodeFeature": plan.node_features, "Topology": plan.topologies,
                    "AdmissionCheck": plan.admission_checks, "ResourceFlavor": plan.flavors,
                    "InstanceType": plan.instance_types, "ClusterQueue": plan.cluster_queues,
                    "LocalQueue": plan.local_queues}
         out: list[dict[str, Any]] = []
         for kind in RENDER_KINDS:
-            objects = self.render_kind(kind, sources[kind])
-            _check_unique(objects, sources[kind], str(self.dir / f"{kind}.yaml.j2"))
-            objects.sort(key=_order_key)
-            out.extend(objects)
-        return out
+            objects, well_formed = self._render_kind(kind, sources[kind])
+            path = str(self.dir / f"{kind}.yaml.j2")
+            out.extend(_sorted_unique(objects, sources[kind], path) if well_formed
+                       else _checked_sorted(objects, sources[kind], path))
+        return Manifests(out, self.floats or self._recorder.floats or self._shapes.floats)
 
     def render_catalog(self, plan: Plan) -> dict[str, Any]:
         items = sorted(self.render_kind(CATALOG_KIND, plan.catalog), key=_order_key)
@@ -197,6 +206,58 @@ def _check_size(length: int, path: str) -> None:
     if length > MAX_OBJECT_CHARS:
         raise UserError.single(f"the template renders an object of {length:,} characters, over the limit "
                                f"of {MAX_OBJECT_CHARS:,}", file=path)
+
+
+def _well_formed(objects: Sequence[dict[str, Any]], items: Sequence[Any], kind: str) -> bool:
+    """Whether no object has a shape problem (:func:`_shape_problems`), in the stricter form the
+    fast order and identity keys rely on: ``metadata`` a dict, ``apiVersion`` and the name non-empty
+    ``str``, the namespace a non-empty ``str`` exactly when the item has one, else absent or None.
+    ``False`` also when only the stricter form fails: the general checks then decide."""
+    for obj, item in zip(objects, items):
+        meta = obj.get("metadata")
+        if type(meta) is not dict or obj.get("kind") != kind:
+            return False
+        api, name, namespace = obj.get("apiVersion"), meta.get("name"), meta.get("namespace")
+        if type(api) is not str or not api or type(name) is not str or not name:
+            return False
+        if hasattr(item, "namespace"):
+            if type(namespace) is not str or not namespace:
+                return False
+        elif namespace is not None:
+            return False
+    return True
+
+
+def _raise_shape_problems(objects: Sequence[dict[str, Any]], items: Sequence[Any], kind: str, path: str) -> None:
+    problems = [p for obj, item in zip(objects, items) for p in _shape_problems(obj, item, kind, path)]
+    if problems:  # a template mistake repeats for every object: one line says it
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more {kind} objects)" if len(problems) > 1 else ""
+        raise UserError([Problem(first.message + more, file=first.file, obj=first.obj, path=first.path)])
+
+
+def _checked_sorted(objects: list[dict[str, Any]], items: Sequence[Any], path: str) -> list[dict[str, Any]]:
+    """A kind's objects checked for twins and sorted by namespace and name, for any objects."""
+    _check_unique(objects, items, path)
+    objects.sort(key=_order_key)
+    return objects
+
+
+def _sorted_unique(objects: list[dict[str, Any]], items: Sequence[Any], path: str) -> list[dict[str, Any]]:
+    """:func:`_checked_sorted` for well-formed objects (:func:`_well_formed`): there the identity
+    of :func:`identity` is (API group, kind, namespace or "", name) with one kind, and the order key
+    of :func:`_order_key` is (namespace or "", name); so when every object has one API group and
+    those pairs are distinct, nothing is rendered twice and they sort by the pairs alone. Any
+    twin is found and worded by the general check."""
+    keys = [(meta.get("namespace") or "", meta["name"]) for meta in map(_METADATA, objects)]
+    if len(set(keys)) != len(keys) or len({obj["apiVersion"].rpartition("/")[0] for obj in objects}) > 1:
+        return _checked_sorted(objects, items, path)
+    return [obj for _key, obj in sorted(zip(keys, objects), key=_FIRST)]
+
+
+_METADATA = operator.itemgetter("metadata")
+_FIRST = operator.itemgetter(0)
+_DICT = frozenset({dict})
 
 
 def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> list[Problem]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gpustack_render.k8s import mapping_field
+from gpustack_render.emit import Manifests
 from gpustack_render.rules import KindMetadata
 
 SECTIONS = ("labels", "annotations")
@@ -45,6 +46,9 @@ def apply_output_metadata(objects: list[dict[str, Any]], output: Mapping[str, Ki
     for obj in objects:
         meta = output.get(str(obj.get("kind")))
         result.append(_with_metadata(obj, meta) if meta and (meta.labels or meta.annotations) else obj)
+    if isinstance(objects, Manifests):  # what the render knows of its floats holds for what is added
+        added = [value for meta in output.values() for _key, value in meta.labels + meta.annotations]
+        return Manifests(result, objects.floats or not all(type(value) is str for value in added))
     return result
 
 

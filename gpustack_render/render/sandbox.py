@@ -27,12 +27,12 @@ MAX_POWER_BITS = 4_096      # bits a `**` result may have
 # A dataclass field not starting with ``_`` is an attribute the sandbox always allows (its checks look
 # at the name and at the object's type, never at a data value's content), so plan items' fields are
 # read without them: 45,000 reads at 10,000 Nodes. Values of other types take the sandbox's way.
-_DATA_VALUES = frozenset({str, int, bool, float, type(None), dict, list, tuple})
+DATA_VALUES = frozenset({str, int, bool, float, type(None), dict, list, tuple})
 _NO_FIELDS: frozenset[str] = frozenset()
 _FIELDS: dict[type, frozenset[str]] = {}
 
 
-def _public_fields(cls: type) -> frozenset[str]:
+def public_fields(cls: type) -> frozenset[str]:
     """The public dataclass fields of instances of ``cls`` (none for other classes)."""
     fields = _FIELDS.get(cls)
     if fields is None:
@@ -58,9 +58,9 @@ class BoundedSandbox(SandboxedEnvironment):
         self.globals["range"] = bounded_range
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        if attribute in _public_fields(type(obj)):
+        if attribute in public_fields(type(obj)):
             value = getattr(obj, attribute)
-            if type(value) in _DATA_VALUES:
+            if type(value) in DATA_VALUES:
                 return value
         return super().getattr(obj, attribute)
 

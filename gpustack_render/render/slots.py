@@ -38,14 +38,16 @@ values' JSON lengths without building the text.
 from __future__ import annotations
 
 import json
+import operator
 import re
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from jinja2 import Environment, Template, nodes
 from jinja2.ext import Extension
 
 from gpustack_render.memo import Bounded
-from gpustack_render.yamlio import _JSON, _SIMPLE_TEXT_BAD, NotSimple, _plain, load_simple_block
+from gpustack_render.render.sandbox import DATA_VALUES, BoundedSandbox, public_fields
+from gpustack_render.yamlio import _JSON, _SIMPLE_TEXT_BAD, NotSimple, _plain, has_float, load_simple_block
 
 SLOT_FILTER = "q slot"          # a filter name no template can write (it has a space)
 _MARKERS = re.compile("[\ue000-\ue004]")
@@ -106,7 +108,9 @@ class Slot:
     def __init__(self, form: int, reading: Any, length: int, text: str | None, simple: bool,
                  tidy: bool = False) -> None:
         self.form, self.reading, self.length, self.text, self.simple = form, reading, length, text, simple
-        self.tidy = tidy  # the reading is a mapping of strings sorted by key (as the renderer tidies it)
+        # The reading is a mapping of strings sorted by key (as the renderer tidies it), shared by
+        # every object that took the same mapping: whoever puts it into an object copies it.
+        self.tidy = tidy
 
     def json_text(self) -> str:
         return self.text if self.text is not None else _quote(self.reading)
@@ -123,6 +127,10 @@ class Recorder:
         self.strings: dict[str, Slot] = {}
         self.scalars: dict[tuple[type, Any], Slot] = {}  # ints, booleans, None
         self.maps: dict[tuple[tuple[str, str], ...], Slot] = {}  # str → str mappings, by content
+        # Whether a slot's reading may hold a float: JSON output is then written by the stdlib, whose
+        # float text orjson does not share (yamlio.dump_json). Only generic readings can: strings and
+        # text maps are str, memoised scalars are ints, booleans and None.
+        self.floats = False
 
     def string(self, value: str) -> Slot:
         text = _encode_string(value)
@@ -134,21 +142,33 @@ class Recorder:
         JSON decoder reads ``{"k": "v", ...}`` back; the JSON's length summed from the strings'
         (``{``, ``"k": "v"`` joined by ``, ``, ``}``); fast-readable when every string is (the
         reader's refusals look inside one string's JSON, never across its quotes). Memoised per
-        content (a few dozen distinct label sets among 10,000 Nodes); each call gets its own copy."""
+        content (a few dozen distinct label sets among 10,000 Nodes): the slot is shared, marked
+        ``tidy``, and the shapes' builders copy its reading into each object (:func:`_source`)."""
         if not is_text_map(value):
-            return _generic(value)
+            return self.generic(value)
         content = tuple(value.items())
-        known = self.maps.get(content)
-        if known is None:
-            strings, length, simple = self.strings, 2, True
-            for key, item in content:
-                key_slot = strings.get(key) or self.string(key)
-                item_slot = strings.get(item) or self.string(item)
-                length += key_slot.length + item_slot.length + 4
-                simple = simple and key_slot.simple and item_slot.simple
-            known = self.maps[content] = Slot(OBJECT, dict(sorted(content)), length - 2 if content else 2, None,
-                                              simple)
-        return Slot(OBJECT, known.reading.copy(), known.length, None, known.simple, True)
+        return self.maps.get(content) or self._text_map(content)
+
+    def text_maps(self, values: Iterable[dict[Any, Any]]) -> list[Slot] | None:
+        """:meth:`text_map` of each of ``values``, or ``None`` when one is not a text map."""
+        maps_get, out = self.maps.get, []
+        for value in values:
+            if not is_text_map(value):
+                return None
+            content = tuple(value.items())
+            out.append(maps_get(content) or self._text_map(content))
+        return out
+
+    def _text_map(self, content: tuple[tuple[str, str], ...]) -> Slot:
+        strings, length, simple = self.strings, 2, True
+        for key, item in content:
+            key_slot = strings.get(key) or self.string(key)
+            item_slot = strings.get(item) or self.string(item)
+            length += key_slot.length + item_slot.length + 4
+            simple = simple and key_slot.simple and item_slot.simple
+        known = self.maps[content] = Slot(OBJECT, dict(sorted(content)), length - 2 if content else 2, None,
+                                          simple, True)
+        return known
 
     def other(self, value: Any) -> Slot:
         kind = type(value)
@@ -159,7 +179,18 @@ class Recorder:
             if slot is None:
                 slot = self.scalars[(kind, value)] = _generic(value)
             return slot
-        return _generic(value)
+        return self.generic(value)
+
+    def take(self, value: Any) -> Slot:
+        """The slot of ``value``, as :func:`_take` records it."""
+        return self.strings.get(value) or self.string(value) if type(value) is str else self.other(value)
+
+    def generic(self, value: Any) -> Slot:
+        """:func:`_generic`, noting a reading that holds a float."""
+        slot = _generic(value)
+        if not self.floats and slot.reading is not None and has_float(slot.reading):
+            self.floats = True
+        return slot
 
 
 def _take(value: Any, recorder: Recorder) -> str:
@@ -249,17 +280,25 @@ class Straight:
     def __init__(self, parts: list[str | tuple[str, ...]]) -> None:
         self.parts = parts
         self.chains = [part for part in parts if isinstance(part, tuple)]
-        self.shapes: dict[tuple[int, ...], tuple[list[str], str]] = {}
+        # per sequence of token forms: the chunks, the shape, and the shape's length without its tokens
+        self.shapes: dict[tuple[int, ...], tuple[list[str], str, int]] = {}
+        # Every chain one attribute: all of them read at once, in C (see _render_straight).
+        self.names = [chain[0] for chain in self.chains] if all(len(c) == 1 for c in self.chains) else None
+        self.read: Callable[[Any], tuple[Any, ...]] | None = None
+        if self.names:
+            getter = operator.attrgetter(*self.names)
+            self.read = getter if len(self.names) > 1 else lambda item: (getter(item),)
 
-    def learn(self, forms: tuple[int, ...]) -> tuple[list[str], str]:
-        chunks, index = [], 0
+    def learn(self, forms: tuple[int, ...]) -> tuple[list[str], str, int]:
+        chunks, index, fixed = [], 0, 0
         for part in self.parts:
             if isinstance(part, tuple):
                 chunks.append(token(forms[index], index))
                 index += 1
             else:
                 chunks.append(part)
-        known = self.shapes[forms] = (chunks, "".join(chunks))
+                fixed += len(part)
+        known = self.shapes[forms] = (chunks, "".join(chunks), fixed)
         return known
 
 
@@ -356,38 +395,81 @@ class _Shape:
     cannot be used, see the module docstring), and, when the data maps the renderer tidies sit at
     places the shape fixes, a builder that tidies them as it builds (``tidy``)."""
 
-    __slots__ = ("build", "tidy")
+    __slots__ = ("build", "tidy", "floats")
 
     def __init__(self, build: Callable[[list[Slot]], Any] | None,
-                 tidy: Callable[[list[Slot]], Any] | None = None) -> None:
-        self.build, self.tidy = build, tidy
+                 tidy: Callable[[list[Slot]], Any] | None = None, floats: bool = False) -> None:
+        self.build, self.tidy, self.floats = build, tidy, floats
+
+
+def _shape_tree(text: str, slots: int) -> Any:
+    """The shape as the reader reads it, or ``None`` when it cannot be used."""
+    if len(_MARKERS.findall(text)) != 2 * slots:
+        return None
+    try:
+        return load_simple_block(text)
+    except NotSimple:
+        return None
+    except Exception:  # the reader failed where libyaml must give the message: the old path does
+        return None
 
 
 def _compile_shape(text: str, slots: int, data_maps: Sequence[tuple[str, str]]) -> _Shape:
-    if len(_MARKERS.findall(text)) != 2 * slots:
-        return _Shape(None)
-    try:
-        tree = load_simple_block(text)
-    except NotSimple:
-        return _Shape(None)
-    except Exception:  # the reader failed where libyaml must give the message: the old path does
+    tree = _shape_tree(text, slots)
+    if tree is None:
         return _Shape(None)
     constants: list[Any] = []
+    tidy_constants: list[Any] = []  # the same leaves, in the order the tidy builder writes them
     found: list[int] = []
     try:
         targets = _tidy_targets(tree, data_maps)
         source = _source(tree, constants, found, 0, set())
-        tidy_source = _source(tree, [], [], 0, targets) if targets else None
+        tidy_source = _source(tree, tidy_constants, [], 0, targets) if targets else None
     except NotSimple:
         return _Shape(None)
     if sorted(found) != list(range(slots)):
         return _Shape(None)
-    names = {"c": constants, "t": _tidy_strings}
-    build = eval(compile(f"lambda s: {source}", "<shape>", "eval"), names)  # noqa: S307 (indices only)
+    floats = any(type(constant) is float for constant in constants)
+    build = eval(compile(f"lambda s: {source}", "<shape>", "eval"),  # noqa: S307 (indices only)
+                 {"c": constants, "t": _tidy_strings})
     if targets is None:
-        return _Shape(build)
-    tidy = eval(compile(f"lambda s: {tidy_source or source}", "<shape>", "eval"), names)  # noqa: S307
-    return _Shape(build, tidy)
+        return _Shape(build, None, floats)
+    if tidy_source is None:
+        return _Shape(build, build, floats)
+    tidy = eval(compile(f"lambda s: {tidy_source}", "<shape>", "eval"),  # noqa: S307
+                {"c": tidy_constants, "t": _tidy_strings})
+    return _Shape(build, tidy, floats)
+
+
+class _RowShape:
+    """A shape's builder over a row of readings (:class:`Batch`), ``None`` when the shape cannot be
+    used; whether it tidies as it builds (``tidied``), and whether a constant is a float."""
+
+    __slots__ = ("build", "tidied", "floats")
+
+    def __init__(self, build: Callable[[tuple[Any, ...]], Any] | None, tidied: bool = False,
+                 floats: bool = False) -> None:
+        self.build, self.tidied, self.floats = build, tidied, floats
+
+
+def _compile_row_shape(text: str, slots: int, data_maps: Sequence[tuple[str, str]]) -> _RowShape:
+    """What :func:`_compile_shape` builds, over rows whose mappings are the sorted text maps'
+    copies (a batch takes no other mapping): the tidy builder where there is one, else the plain."""
+    tree = _shape_tree(text, slots)
+    if tree is None:
+        return _RowShape(None)
+    constants: list[Any] = []
+    found: list[int] = []
+    try:
+        targets = _tidy_targets(tree, data_maps)
+        source = _source(tree, constants, found, 0, targets or set(), rows=True)
+    except NotSimple:
+        return _RowShape(None)
+    if sorted(found) != list(range(slots)):
+        return _RowShape(None)
+    build = eval(compile(f"lambda r: {source}", "<shape>", "eval"),  # noqa: S307 (indices only)
+                 {"c": constants, "t": _tidy_strings})
+    return _RowShape(build, targets is not None, any(type(constant) is float for constant in constants))
 
 
 def _tidy_targets(tree: Any, data_maps: Sequence[tuple[str, str]]) -> set[int] | None:
@@ -435,38 +517,60 @@ def _slot_index(value: Any) -> tuple[int, int] | None:
     return None
 
 
-def _source(value: Any, constants: list[Any], found: list[int], depth: int, tidy: set[int]) -> str:
-    """A Python expression building ``value`` afresh, slots as ``s[i]``, leaves as ``c[i]``; the
-    nodes in ``tidy`` wrapped in ``t(...)``."""
+def _source(value: Any, constants: list[Any], found: list[int], depth: int, tidy: set[int],
+            rows: bool = False) -> str:
+    """A Python expression building ``value`` afresh, slots as ``s[i]`` (``r[i]``, their
+    readings, with ``rows``), leaves as ``c[i]``; the nodes in ``tidy`` wrapped in ``t(...)``, or,
+    for a mapping whose keys are fixed strings and whose values are strings (fixed, or string
+    slots: a JSON string reads as ``str``), written with its keys in sorted order: what ``t``
+    makes of it for every object."""
     if depth > _MAX_DEPTH:
         raise NotSimple("deep")
     wrap = id(value) in tidy
     slot = _slot_index(value)
     if slot is not None:
         found.append(slot[1])
+        if rows:  # a row's mapping is its own sorted copy already (Batch)
+            return f"r[{slot[1]}]"
         expression = f"s[{slot[1]}].reading"
-        return f"({expression} if s[{slot[1]}].tidy else t({expression}))" if wrap else expression
+        if slot[0] != OBJECT:
+            return expression
+        # a shared mapping of strings (Recorder.text_map) is copied; any other is the object's own
+        return f"({expression}.copy() if s[{slot[1]}].tidy else {f't({expression})' if wrap else expression})"
     kind = type(value)
     if kind is dict:
-        parts = [f"{_source(k, constants, found, depth + 1, tidy)}: {_source(v, constants, found, depth + 1, tidy)}"
-                 for k, v in value.items()]
+        entries = list(value.items())
+        if wrap and all(type(k) is str and _slot_index(k) is None and _is_text(v) for k, v in entries):
+            entries.sort(key=_FIRST)
+            wrap = False
+        parts = [f"{_source(k, constants, found, depth + 1, tidy, rows)}: "
+                 f"{_source(v, constants, found, depth + 1, tidy, rows)}" for k, v in entries]
         expression = "{" + ", ".join(parts) + "}"
         return f"t({expression})" if wrap else expression
     if kind is list:
-        return "[" + ", ".join(_source(v, constants, found, depth + 1, tidy) for v in value) + "]"
+        return "[" + ", ".join(_source(v, constants, found, depth + 1, tidy, rows) for v in value) + "]"
     if kind not in (str, int, float, bool, type(None)):
         raise NotSimple(kind.__name__)
     constants.append(value)
     return f"c[{len(constants) - 1}]"
 
 
+_FIRST = operator.itemgetter(0)
+
+
+def _is_text(value: Any) -> bool:
+    """Whether ``value`` (a shape's node) is a ``str`` in every object: a fixed string or a string slot."""
+    slot = _slot_index(value)
+    return type(value) is str and slot is None or slot is not None and slot[0] == STRING
+
+
 class Rendered:
-    """One object as the slotted template wrote it."""
+    """One object as the slotted template wrote it; ``simple`` when every slot is."""
 
-    __slots__ = ("chunks", "slots", "shape")
+    __slots__ = ("chunks", "slots", "shape", "simple")
 
-    def __init__(self, chunks: list[str], slots: list[Slot], shape: str) -> None:
-        self.chunks, self.slots, self.shape = chunks, slots, shape
+    def __init__(self, chunks: list[str], slots: list[Slot], shape: str, simple: bool) -> None:
+        self.chunks, self.slots, self.shape, self.simple = chunks, slots, shape, simple
 
     def real_text(self) -> str:
         """The text the template renders (the slots' JSON at the tokens' places)."""
@@ -482,12 +586,111 @@ class Rendered:
         return "".join(out)
 
 
+class Batch:
+    """Objects of one straight template whose values all took the same token forms: one shape,
+    each object's slots' readings a row (``rows[i]``, mappings already the object's own copies).
+    The slots themselves are made again only for the old path (``__iter__``)."""
+
+    __slots__ = ("chunks", "shape", "simple", "rows", "columns", "recorder")
+
+    def __init__(self, chunks: list[str], shape: str, simple: bool, rows: list[tuple[Any, ...]],
+                 columns: list[list[Any]], recorder: Recorder) -> None:
+        self.chunks, self.shape, self.simple, self.rows = chunks, shape, simple, rows
+        self.columns, self.recorder = columns, recorder
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[Rendered]:
+        """Each object as :func:`_render_straight` renders it (taking a value never raises here)."""
+        take = self.recorder.take
+        chunks, shape, simple = self.chunks, self.shape, self.simple
+        for values in zip(*self.columns):
+            yield Rendered(chunks, [take(value) for value in values], shape, simple)
+
+
+_SIMPLE = operator.attrgetter("simple")
+_LENGTH = operator.attrgetter("length")
+_FORM = operator.attrgetter("form")
+_READING = operator.attrgetter("reading")
+_STR_ONLY = frozenset({str})
+_DICT_ONLY = frozenset({dict})
+_MEMO_SCALARS = frozenset({int, bool, type(None)})
+
+
+def _plain_json_strings(texts: list[str]) -> bool:
+    """Whether none of these JSON strings holds what the fast reader refuses
+    (``_SIMPLE_TEXT_BAD``): ASCII JSON from the encoder has no raw control character (it escapes
+    them), so only DEL or a backslash sequence could match; else each is searched."""
+    joined = "\n".join(texts)
+    if joined.isascii() and "\\" not in joined and "\x7f" not in joined:
+        return True
+    return not any(map(_SIMPLE_TEXT_BAD.search, texts))
+
+
+def _render_columns(env: Environment, straight: Straight, items: Sequence[Any], recorder: Recorder,
+                    check_size: Callable[[int], None]) -> Batch | None:
+    """:func:`_render_straight` a field at a time instead of an item at a time, when that cannot
+    be told apart: every chain is one public dataclass field (read as the sandbox reads it, see
+    sandbox.py), and every field's values are all strings, all text maps or all ints, booleans and
+    None, whose readings are made without raising or running anything (a string's reading is
+    itself; its JSON is only measured); the size limit is checked in item order. Anything else
+    (``None``) takes the item-at-a-time way from the start."""
+    names = straight.names
+    if not names or type(env).getattr is not BoundedSandbox.getattr \
+            or not all(frozenset(names) <= public_fields(cls) for cls in set(map(type, items))):
+        return None
+    other = recorder.other
+    columns: list[list[Any]] = []
+    readings: list[list[Any]] = []
+    lengths: list[list[int]] = []
+    forms: list[int] = []
+    simple = True
+    for name in names:
+        try:
+            values = list(map(operator.attrgetter(name), items))
+        except Exception:  # raised again, where the template reads it
+            return None
+        kinds = set(map(type, values))
+        if kinds <= _STR_ONLY:
+            texts = list(map(_encode_string, values))
+            forms.append(STRING)
+            readings.append(values)
+            lengths.append(list(map(len, texts)))
+            simple = simple and _plain_json_strings(texts)
+        else:
+            if kinds <= _DICT_ONLY:
+                slots = recorder.text_maps(values)
+            elif kinds <= _MEMO_SCALARS:
+                slots = [other(value) for value in values]
+            else:
+                return None
+            if slots is None or len(set(map(_FORM, slots))) > 1:
+                return None
+            forms.append(slots[0].form)
+            readings.append([slot.reading.copy() for slot in slots] if kinds <= _DICT_ONLY
+                            else list(map(_READING, slots)))
+            lengths.append(list(map(_LENGTH, slots)))
+            simple = simple and all(map(_SIMPLE, slots))
+        columns.append(values)
+    chunks, shape, fixed = straight.shapes.get(tuple(forms)) or straight.learn(tuple(forms))
+    totals = list(map(sum, zip(*lengths)))
+    try:
+        check_size(fixed + max(totals))
+    except Exception:
+        for total in totals:  # the first object over the limit is the one named
+            check_size(fixed + total)
+        raise
+    return Batch(chunks, shape, simple, list(zip(*readings)), columns, recorder)
+
+
 def render_all(env: Environment, slotted: Slotted, items: Sequence[Any], recorder: Recorder,
-               check_size: Callable[[int], None]) -> list[Rendered]:
+               check_size: Callable[[int], None]) -> Sequence[Rendered] | Batch:
     """Every item through the slotted template, as ``template.render(obj=item)`` would run it
     (a context of the template's globals plus ``obj``, errors raised through jinja's handler)."""
     if slotted.straight is not None:
-        return _render_straight(env, slotted.straight, items, recorder, check_size)
+        return _render_columns(env, slotted.straight, items, recorder, check_size) \
+            or _render_straight(env, slotted.straight, items, recorder, check_size)
     template = slotted.template
     root, context_class = template.root_render_func, env.context_class
     name, blocks = template.name, template.blocks
@@ -504,32 +707,66 @@ def render_all(env: Environment, slotted: Slotted, items: Sequence[Any], recorde
             env.handle_exception()
         shape = "".join(chunks)
         check_size(len(shape) + recorder.delta)
-        out.append(Rendered(chunks, recorder.slots, shape))
+        out.append(Rendered(chunks, recorder.slots, shape, all([slot.simple for slot in recorder.slots])))
     return out
 
 
 def _render_straight(env: Environment, straight: Straight, items: Sequence[Any], recorder: Recorder,
                      check_size: Callable[[int], None]) -> list[Rendered]:
     """What the straight template's code does per item (``environment.getattr`` along each chain,
-    the slot filter on the value, in output order), without writing the text."""
+    the slot filter on the value, in output order), without writing the text.
+
+    When every chain is one public dataclass field, the sandbox's ``getattr`` is reading the
+    field and returning it as it is when it is a data value (sandbox.py): so the fields are read
+    at once and taken in order; the first value of another type (or a failing read) sends the item
+    the sandbox's way from the start, which reads and takes the same values again (taking a value
+    twice records nothing new). The size checked is the real text's: the shape's text around its
+    tokens plus the values' JSON lengths."""
     getattr_, chains, shapes = env.getattr, straight.chains, straight.shapes
+    read = straight.read if type(env).getattr is BoundedSandbox.getattr else None
+    names = frozenset(straight.names or ())
+    direct: dict[type, bool] = {}
+    strings_get, string, other = recorder.strings.get, recorder.string, recorder.other
     out = []
     for item in items:
         slots: list[Slot] = []
-        recorder.slots = slots
-        recorder.delta = 0
         try:
-            for chain in chains:
-                value = item
-                for attribute in chain:
-                    value = getattr_(value, attribute)
-                _take(value, recorder)
+            cls = type(item)
+            fast = direct.get(cls)
+            if fast is None:
+                fast = direct[cls] = read is not None and names <= public_fields(cls)
+            values: tuple[Any, ...] | None = None
+            if fast:
+                try:
+                    values = read(item)  # type: ignore[misc]
+                except Exception:  # the sandbox's way raises it, with jinja's handling
+                    values = None
+            if values is not None:
+                append = slots.append
+                for value in values:
+                    kind = type(value)
+                    if kind is str:
+                        append(strings_get(value) or string(value))
+                    elif kind in DATA_VALUES:
+                        append(other(value))
+                    else:
+                        values = None
+                        break
+            if values is None:
+                slots = []
+                recorder.slots = slots
+                recorder.delta = 0
+                for chain in chains:
+                    value = item
+                    for attribute in chain:
+                        value = getattr_(value, attribute)
+                    _take(value, recorder)
         except Exception:
             env.handle_exception()
         forms = tuple([slot.form for slot in slots])
-        chunks, shape = shapes.get(forms) or straight.learn(forms)
-        check_size(len(shape) + recorder.delta)
-        out.append(Rendered(chunks, slots, shape))
+        chunks, shape, fixed = shapes.get(forms) or straight.learn(forms)
+        check_size(fixed + sum([slot.length for slot in slots]))
+        out.append(Rendered(chunks, slots, shape, all([slot.simple for slot in slots])))
     return out
 
 
@@ -539,14 +776,21 @@ class ShapeCache:
 
     def __init__(self, data_maps: Sequence[tuple[str, str]]) -> None:
         self._shapes: dict[str, _Shape] = {}
+        self._rows: dict[str, _RowShape] = {}
         self._data_maps = data_maps
+        self.floats = False  # whether a shape this cache compiled has a float among its constants
 
-    def build(self, rendered: Sequence[Rendered]) -> tuple[list[Any], list[bool]] | None:
-        """The objects and, for each, whether the renderer must still tidy it; ``None`` when one
-        of them must be read from its real text."""
+    def build(self, rendered: Sequence[Rendered] | Batch) -> tuple[list[Any], list[int]] | None:
+        """The objects and the indices of those the renderer must still tidy; ``None`` when one
+        of them must be read from its real text (then nothing built counts)."""
+        if isinstance(rendered, Batch):
+            return self._build_batch(rendered)
         shapes, budget = self._shapes, max(_NEW_SHAPES, len(rendered) // 4)
-        for one in rendered:
-            if not all(slot.simple for slot in one.slots):
+        objects: list[Any] = []
+        untidy: list[int] = []
+        append = objects.append
+        for index, one in enumerate(rendered):
+            if not one.simple:
                 return None
             shape = shapes.get(one.shape)
             if shape is None:
@@ -554,18 +798,32 @@ class ShapeCache:
                 if budget < 0:  # nearly every object its own shape: compiling them would cost more
                     return None
                 shape = shapes[one.shape] = _compile_shape(one.shape, len(one.slots), self._data_maps)
+                self.floats = self.floats or shape.floats
             if shape.build is None:
                 return None
-        objects, untidy = [], []
-        for one in rendered:
-            shape = shapes[one.shape]
             if shape.tidy is not None:
                 try:
-                    objects.append(shape.tidy(one.slots))
-                    untidy.append(False)
+                    append(shape.tidy(one.slots))
                     continue
                 except _Untidy:
                     pass
-            objects.append(shape.build(one.slots))  # type: ignore[misc]
-            untidy.append(True)
+            append(shape.build(one.slots))
+            untidy.append(index)
         return objects, untidy
+
+    def _build_batch(self, batch: Batch) -> tuple[list[Any], list[int]] | None:
+        """:meth:`build` of a batch: its one shape's row builder mapped over the rows."""
+        if not batch.simple:
+            return None
+        shape = self._rows.get(batch.shape)
+        if shape is None:
+            shape = self._rows[batch.shape] = _compile_row_shape(batch.shape, len(batch.columns), self._data_maps)
+            self.floats = self.floats or shape.floats
+        if shape.build is None:
+            return None
+        if shape.tidied:
+            try:
+                return list(map(shape.build, batch.rows)), []
+            except _Untidy:  # a fixed map of the shape holds more than strings: built one by one
+                return self.build(list(batch))
+        return list(map(shape.build, batch.rows)), list(range(len(batch.rows)))
