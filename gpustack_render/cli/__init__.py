@@ -5,6 +5,15 @@ One module per command (``render_cmd`` holds ``render``, ``catalog`` and ``node-
 
 from __future__ import annotations
 
+import gc
+
+# The cyclic collector is off while this package imports (click and the commands: tens of thousands
+# of objects, none of them garbage), then back as it was: its passes over them cost a few
+# milliseconds of every start, ``--help`` included. A command switches it off for its run
+# (``common.run``); an importer that only imports keeps its own setting.
+_COLLECTING = gc.isenabled()
+gc.disable()
+
 import os
 import sys
 from typing import Any, NoReturn
@@ -78,3 +87,6 @@ def _register() -> None:
 
 
 _register()
+gc.freeze()  # what importing built lives as long as the process: later passes need not walk it
+if _COLLECTING:
+    gc.enable()
