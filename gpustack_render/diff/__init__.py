@@ -137,8 +137,9 @@ class DiffPolicy:
     def owns(self, obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if any(k in labels and (v is None or str(labels[k]) == v) for k, v in self.owner_labels):
-            return True
+        for key, value in self.owner_labels:  # a loop, not any(): it runs for every current object
+            if key in labels and (value is None or str(labels[key]) == value):
+                return True
         return str(meta.get("name") or "").startswith(self.prefixes) if self.prefixes else False
 
     def removes(self, key: Key, current: Mapping[str, Any], existing: set[Key]) -> bool:
@@ -187,11 +188,19 @@ def compare(desired_objects: Sequence[dict[str, Any]], current_objects: Iterable
     "Removed" only for objects the tool owns, and never for a create-only kind that ``existing``
     (the snapshot) holds: it is absent from the render because it already exists.
     """
-    desired = {identity(o): o for o in desired_objects}
+    desired: dict[Key, dict[str, Any]] = {}
+    known: dict[int, tuple[dict[str, Any], Key]] = {}  # id -> (desired object, kept alive here, key)
+    for obj in desired_objects:
+        key = identity(obj)
+        known[id(obj)] = obj, key
+        desired[key] = obj
     current: dict[Key, dict[str, Any]] = {}
     problems = []
     for obj in current_objects:
-        key = identity(obj)
+        # a previous render read back by bytes holds the desired objects themselves: their keys
+        # are known (an id is one object's while ``known`` keeps it alive)
+        same = known.get(id(obj))
+        key = same[1] if same is not None and same[0] is obj else identity(obj)
         if not policy.compared(key):
             continue
         if key in current and current[key] != obj:
@@ -200,8 +209,19 @@ def compare(desired_objects: Sequence[dict[str, Any]], current_objects: Iterable
         current[key] = obj
     if problems:
         raise UserError(problems)
+    # Equal objects are unchanged in every form, so they are not copied, trimmed and aligned
+    # (10,000 NodeFeatures against a previous render): both forms drop the always-ignored paths
+    # from the same data in the same order, a map emptied on the way is emptied on both sides (so
+    # the current side drops it too: the desired form lacks it); every path the desired form lacks
+    # is then absent from the current form, so the whenDesiredUnset paths and the server defaults
+    # (_same_scalar of a missing value is false) remove nothing, and _align only reorders keys.
+    # The test is ``==``, as the full one is. Only the other keys are sorted (changes come in
+    # sort_key order; keys of kinds outside the rules tie there and keep the desired order).
+    differing = [key for key, want in desired.items()
+                 if (have := current.get(key)) is None or not (have is want or have == want)]
+    differing += [key for key in current if key not in desired]
     changes: list[Change] = []
-    for key in sorted(desired.keys() | current.keys(), key=policy.sort_key):
+    for key in sorted(differing, key=policy.sort_key):
         want, have = desired.get(key), current.get(key)
         if have is None:
             assert want is not None
@@ -209,15 +229,6 @@ def compare(desired_objects: Sequence[dict[str, Any]], current_objects: Iterable
         elif want is None:
             if policy.removes(key, have, existing):
                 changes.append(Change("removed", key, have["apiVersion"], policy.current_form(have, None), None))
-        elif have is want or have == want:
-            # Equal objects are unchanged in every form, so they are not copied, trimmed and aligned
-            # (10,000 NodeFeatures against a previous render): both forms drop the always-ignored
-            # paths from the same data in the same order, a map emptied on the way is emptied on
-            # both sides (so the current side drops it too: the desired form lacks it); every path
-            # the desired form lacks is then absent from the current form, so the whenDesiredUnset
-            # paths and the server defaults (_same_scalar of a missing value is false) remove
-            # nothing, and _align only reorders keys. The test is ``==``, as the full one is.
-            continue
         else:
             target = policy.desired_form(want)
             now = policy.current_form(have, target)

@@ -51,20 +51,30 @@ def read_current(path: Path | str, desired: Sequence[dict[str, Any]]) -> list[di
     prefix = str(directory / "x")[:-1]  # "" for ".", "/" for "/": as pathlib joins a plain name
     expected = _Expected(desired)
     objects: list[dict[str, Any]] = []
-    for name in names:
+    for name, taken in zip(names, _taken(expected, prefix, names)):
+        if taken is not None:
+            objects.append(taken)
+            continue
         display = prefix + name
         data = _read_bytes(display)
         if data is None:
             return read_manifests(path, desired)
-        same = expected.object(name, data)
-        if same is not None and _complete(same):
-            objects.append(same)
-            continue
-        found = _parsed(display, data, same)
+        found = _parsed(display, data, expected.object(name, data))
         if found is None:
             return read_manifests(path, desired)
         objects.extend(found)
     return objects
+
+
+def _taken(expected: _Expected, prefix: str, names: Sequence[str]) -> list[dict[str, Any] | None]:
+    """Per listed file, the desired object it is taken as (its bytes, a complete object), else
+    ``None``: read the general way."""
+    out: list[dict[str, Any] | None] = []
+    for name in names:
+        data = _read_bytes(prefix + name)
+        obj = expected.object(name, data) if data is not None else None
+        out.append(obj if obj is not None and _complete(obj) else None)
+    return out
 
 
 def _listed(kustomization: Path) -> list[str] | None:
@@ -112,17 +122,19 @@ class _Expected:
                 continue
             self.by_stem.setdefault(stem, obj)
 
+    def candidate(self, name: str) -> tuple[dict[str, Any] | None, Callable[[Any], str] | None]:
+        """The desired object written to the file ``name``, and the writer it is written with."""
+        for suffix, dump in self.writers:
+            if name.endswith(suffix):
+                return self.by_stem.get(name[:-len(suffix)]), dump
+        return None, None
+
     def object(self, name: str, data: bytes) -> dict[str, Any] | None:
         """The desired object that the file ``name`` holds byte for byte, if any."""
         if b"\r" in data:
             return None
-        for suffix, dump in self.writers:
-            if name.endswith(suffix):
-                obj = self.by_stem.get(name[:-len(suffix)])
-                break
-        else:
-            return None
-        if obj is None or not _plain(obj):
+        obj, dump = self.candidate(name)
+        if obj is None or dump is None or not _plain(obj):
             return None
         try:
             written = dump(obj).encode("utf-8")
@@ -132,14 +144,17 @@ class _Expected:
 
 
 def _complete(obj: dict[str, Any]) -> bool:
-    """Whether ``obj`` is one object (not a ``*List`` to flatten) with apiVersion, kind and name:
-    what ``read_manifests`` keeps as it is. A desired object always is, unless a template renders
-    a list kind or leaves them out: then it goes the general way (:func:`_parsed`)."""
+    """Whether ``obj``, a taken (plain) object, is one object (not a ``*List`` to flatten) with
+    apiVersion, kind and name: what ``read_manifests`` keeps as it is. A desired object always is,
+    unless a template renders a list kind or leaves them out: then it goes the general way
+    (:func:`_parsed`)."""
     kind = obj.get("kind")
     if type(kind) is not str or not kind or kind.endswith("List"):
         return False
     meta = obj.get("metadata")
-    return bool(obj.get("apiVersion")) and type(meta) is dict and bool(identity(obj)[3])
+    # identity()'s name is str(name or ""): for the plain values a taken object holds (str, int,
+    # bool, null), empty exactly when the name is falsy
+    return bool(obj.get("apiVersion")) and type(meta) is dict and bool(meta.get("name"))
 
 
 def _parsed(display: str, data: bytes, same: dict[str, Any] | None) -> list[dict[str, Any]] | None:
