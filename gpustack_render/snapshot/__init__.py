@@ -314,7 +314,8 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
                 for source in entry:
                     _place_source(snap, source, models, settings_source, seen, used, settings_objects, problems)
             else:
-                _place_typed(snap, entry, file, index, seen, used, problems)
+                used.add(file.name)
+                _place_typed(snap, entry, file, index, seen, problems)
     _resolve_settings(snap, settings_objects, problems)
     if problems:
         raise UserError(problems)
@@ -361,14 +362,16 @@ def _place_source(snap: Snapshot, source: _Source, models: dict[tuple[str, str],
 
 
 def _place_typed(snap: Snapshot, typed: Any, file: _File, index: int, seen: dict[tuple[str, str, str, str], _Seen],
-                 used: set[str], problems: list[Problem]) -> None:
+                 problems: list[Problem]) -> None:
     """What :func:`_place_source` does for an object of a bulk kind (cluster-scoped, never the
     settings object), typed already."""
     kind = fastjson.KINDS[type(typed)]
     ident = (typed.apiVersion.rpartition("/")[0], kind, "", typed.metadata.name)
-    used.add(file.name)
-    if _first_seen(seen, ident, (file, index), problems):
+    if ident not in seen:  # (_first_seen's common case, without its call)
+        seen[ident] = (file, index)
         _place_bulk(snap, kind, typed, file.name)
+    else:
+        _first_seen(seen, ident, (file, index), problems)
 
 
 def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
