@@ -217,10 +217,40 @@ _DUMPER_RESOLVERS: dict[Any, list[tuple[str, Any]]] = StreamDumper.yaml_implicit
 
 def _plainly_plain(value: str) -> bool:
     """A short word of safe characters that every reader takes for a string: written as it is."""
-    if len(value) > 128 or not _PLAINLY_PLAIN.match(value) or value.startswith("...") or read_as_non_string(value):
+    if len(value) > 128 or not _PLAINLY_PLAIN.match(value) or value.startswith("..."):
+        return False
+    if _ONE_BY_ONE[0] > 0:
+        _ONE_BY_ONE[0] -= 1
+    elif value[0] not in _GO_NUMBER_START and _any_non_string().match(value) is None:
+        return True  # no expression below matches (nor a Go number, which starts like one)
+    if read_as_non_string(value):
         return False
     return not any(regexp.match(value)
                    for _tag, regexp in _DUMPER_RESOLVERS.get(value[0], []) + _DUMPER_RESOLVERS.get(None, []))
+
+
+_ONE_BY_ONE = [500]  # words judged the long way before the combined expression pays its compile
+
+
+@lru_cache(maxsize=None)
+def _any_non_string() -> re.Pattern[str]:
+    """One expression whose ``match`` succeeds whenever one of those :func:`_plainly_plain` asks
+    does: the spec tables, the reserved words and Go timestamps (whole), and the dumper's resolvers
+    of every first character (a superset of those it tries for one). Where it fails, the word is
+    plain without asking each (0.8 us instead of 2 for each distinct value of a render); where it
+    matches, each is asked, as before."""
+    branches = []
+    patterns = [(regexp, False) for regexp in _SPEC_NON_STRING]
+    patterns += [(_WORDS_ANY_CASE, True), (_GO_TIMESTAMP, True)]
+    patterns += [(regexp, False) for resolvers in _DUMPER_RESOLVERS.values() for _tag, regexp in resolvers]
+    for regexp, whole in dict.fromkeys(patterns):
+        pattern, flags = regexp.pattern, regexp.flags
+        if flags & ~(re.VERBOSE | re.UNICODE):
+            raise AssertionError(f"cannot combine {pattern!r}")
+        # verbose: the newline ends a trailing comment before the group closes
+        branch = f"(?x:{pattern}\n)" if flags & re.VERBOSE else f"(?:{pattern})"
+        branches.append(branch + r"\Z" if whole else branch)
+    return re.compile("|".join(branches))
 
 
 @lru_cache(maxsize=1 << 17)
@@ -273,33 +303,62 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, out: list[str], seen: set[i
     if id(mapping) in seen:  # the dumper would write an anchor and an alias
         raise NotSimple("shared")
     seen.add(id(mapping))
-    first = True
+    lead = pad if not out or not out[-1].endswith("- ") else ""  # the first key's line start
     for key, value in mapping.items():
-        if type(key) is str:
-            key_text = _key_text(key)
-        else:
-            key_text = _scalar(key, type(key))
-        out.append(key_text if first and out and out[-1].endswith("- ") else pad + key_text)
-        first = False
+        key_text = _key_text(key) if type(key) is str else _scalar(key, type(key))
         kind = type(value)
-        if kind is dict:
+        if kind is str:
+            out.append(lead + key_text + ": " + _scalar_text(value) + "\n")
+        elif kind is dict:
             if value:
-                out.append(":\n")
-                _emit_mapping(value, pad + "  ", out, seen)
+                out.append(lead + key_text + ":\n")
+                inner = pad + "  "
+                text = _text_map_block(value, inner) if len(value) >= _MEMO_MIN_KEYS else None
+                if text is None:
+                    _emit_mapping(value, inner, out, seen)
+                else:
+                    _not_seen(value, seen)
+                    out.append(text)
             else:
                 _not_seen(value, seen)
-                out.append(": {}\n")
+                out.append(lead + key_text + ": {}\n")
         elif kind is list:
             if value:
-                out.append(":\n")
+                out.append(lead + key_text + ":\n")
                 _emit_sequence(value, pad, out, seen)
             else:
                 _not_seen(value, seen)
-                out.append(": []\n")
-        elif kind is str:
-            out.append(": " + _scalar_text(value) + "\n")
+                out.append(lead + key_text + ": []\n")
         else:
-            out.append(": " + _scalar(value, kind) + "\n")
+            out.append(lead + key_text + ": " + _scalar(value, kind) + "\n")
+        lead = pad
+
+
+# Mappings of strings (labels, annotations) as block text per indentation and content: their
+# contents repeat across thousands of objects. Only mappings this large are looked up (a smaller one
+# is written faster than its key is made), and the memo is bounded.
+_MEMO_MIN_KEYS = 3
+_TEXT_MAPS: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+_TEXT_MAPS_MAX = 4096
+_ONLY_STR = frozenset({str})
+
+
+def _text_map_block(mapping: dict[Any, Any], pad: str) -> str | None:
+    """What :func:`_emit_mapping` writes for ``mapping`` at ``pad`` after its key's line, when the
+    mapping holds only ``str`` keys and values (none shared: strings are never anchored); else
+    ``None``."""
+    if not (set(map(type, mapping)) <= _ONLY_STR and set(map(type, mapping.values())) <= _ONLY_STR):
+        return None
+    key = (pad, tuple(mapping.items()))
+    text = _TEXT_MAPS.get(key)
+    if text is None:
+        lines: list[str] = []
+        _emit_mapping(mapping, pad, lines, set())
+        text = "".join(lines)
+        if len(_TEXT_MAPS) >= _TEXT_MAPS_MAX:
+            _TEXT_MAPS.clear()
+        _TEXT_MAPS[key] = text
+    return text
 
 
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:
