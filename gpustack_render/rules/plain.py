@@ -313,7 +313,8 @@ def _tagged_union(annotation: Any, discriminator: Discriminator) -> Check:
         by_tag[tags[0]] = _checker(bare, tuple(m for m in extra if not isinstance(m, Tag)))
 
     def check(value: Any) -> Any:
-        member_check = by_tag.get(pick(value))  # type: ignore[arg-type]
+        tag: Any = pick(value)
+        member_check = by_tag.get(tag) if isinstance(tag, str) else None
         if member_check is None:
             raise Declined("tag")
         return member_check(value)
