@@ -9,7 +9,7 @@ from gpustack_render.errors import Diagnostics, Problem, UserError
 from gpustack_render.evaluate.chain import (build_admission_checks, report_finalizing_flavors, build_catalog, build_local_queues,
                                             build_pools, build_topologies, derive_instance_types)
 from gpustack_render.evaluate.flavors import FlavorBuilder
-from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts, NodeShape
+from gpustack_render.evaluate.nodes import NodeEvaluator, NodeFacts, NodeShape, ShapeGroup
 from gpustack_render.k8s import valid_label_value, valid_qualified_name
 from gpustack_render.snapshot.inputs import InstanceTypeSpec
 from gpustack_render.evaluate.plan import NodeFeaturePlan, Plan
@@ -31,7 +31,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     """Stages 3 and 4. ``recorder`` (``explain`` only) receives each decision as it is made."""
     plan = Plan()
     flavors = FlavorBuilder(rules, settings, diag, recorder)
-    nodes, facts_list = _stage3(snapshot, rules, settings, diag, recorder, plan.node_features, flavors)
+    nodes, facts_list, groups = _stage3(snapshot, rules, settings, diag, recorder, plan.node_features, flavors)
     aware = rules.is_aware(settings)
     plan.flavors = flavors.flavors()
     plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag, recorder)
@@ -46,7 +46,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     presets = PresetMatcher(rules, nodes.names)
     if rules.derive_instance_types({}, settings):
         plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets, recorder)
-    queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(facts_list, plan.flavors),
+    queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(groups, plan.flavors),
                           missing, diag, recorder)
     sources = {it.name: (it.general_group, it.accelerator_group, it.acceleratable, it.os, it.arch, False, False)
                for it in plan.instance_types}
@@ -75,7 +75,7 @@ def evaluate_catalog(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bo
     (its labels, its flavors) is given as :func:`evaluate` gives it; Topologies, InstanceTypes and
     queues are not built, so their warnings — about objects these commands do not print — are not."""
     flavors = FlavorBuilder(rules, settings, diag)
-    _, facts = _stage3(snapshot, rules, settings, diag, None, None, flavors)
+    _, facts, _ = _stage3(snapshot, rules, settings, diag, None, None, flavors)
     aware = rules.is_aware(settings)
     plan = Plan(flavors=flavors.flavors())
     plan.catalog = build_catalog(build_pools(plan.flavors, rules, aware), snapshot, aware)
@@ -84,33 +84,66 @@ def evaluate_catalog(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bo
 
 def _stage3(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag: Diagnostics,
             recorder: Recorder | None, node_features: list[NodeFeaturePlan] | None,
-            flavors: FlavorBuilder | None) -> tuple[NodeEvaluator, list[NodeFacts]]:
+            flavors: FlavorBuilder | None) -> tuple[NodeEvaluator, list[NodeFacts], list[ShapeGroup]]:
     """Every Node's facts in name order, with its NodeFeature (into ``node_features``) and its flavors
-    (into ``flavors``) when asked; the Nodes' problems raised together once all were seen."""
+    (into ``flavors``) when asked; the Nodes' problems raised together once all were seen. Also the
+    Nodes grouped by shape (:meth:`NodeEvaluator.evaluate_all`).
+
+    Per Node, in name order, its own warnings come first, then its flavors' (as when each Node was
+    added on its own). The flavors are decided once per shape, their warnings kept and given per
+    Node; should deciding them fail (two flavor groups of one name), the Nodes are added one by one
+    instead, so that the error comes after exactly the warnings it came after before."""
     problems: list[Problem] = []
     nodes = NodeEvaluator(rules, settings, diag, recorder)
-    feature_name, feature_namespace = _node_feature_namer(rules), rules.vocabulary.nodeFeatureNamespace
-    feature_labels: dict[NodeShape, dict[str, str]] = {}  # per shape, in key order; each Node gets a copy
     all_nodes = snapshot.nodes
-    facts_list = nodes.evaluate_all([(name, all_nodes[name]) for name in sorted(all_nodes)])
-    report, files = nodes.report, snapshot.files
-    add_node = flavors.add_node if flavors is not None else None
-    for facts in facts_list:  # per Node in name order: its warnings, its NodeFeature, its flavors' warnings
-        report(facts, problems, files)
-        name = facts.name
-        if node_features is not None:
-            shape = facts.shape
-            if shape is None:
-                labels = dict(sorted(facts.feature_labels.items()))
-            else:
-                labels = feature_labels.get(shape) or feature_labels.setdefault(shape, dict(shape.feature_sorted))
-                labels = labels.copy()
-            node_features.append(NodeFeaturePlan(feature_name(name), feature_namespace, name, labels))
-        if add_node is not None:
-            add_node(facts, all_nodes[name])
+    facts_list, groups = nodes.evaluate_all(sorted(all_nodes), all_nodes)
+    flavor_warnings: dict[NodeShape, tuple[str, ...]] = {}
+    one_by_one = flavors is not None and recorder is not None
+    if flavors is not None and not one_by_one:
+        try:
+            for group in groups:
+                shape = group.first.shape
+                assert shape is not None
+                warned = flavors.add_shape(group.first, all_nodes[group.first.name], group.names[1:])
+                if warned:
+                    flavor_warnings[shape] = warned
+        except UserError:
+            flavors.reset()
+            flavor_warnings.clear()
+            one_by_one = True
+    if one_by_one or flavor_warnings or any(group.first.reports for group in groups):
+        report, files = nodes.report, snapshot.files
+        add_node = flavors.add_node if flavors is not None and one_by_one else None
+        for facts in facts_list:  # per Node in name order: its own warnings, then its flavors'
+            report(facts, problems, files)
+            if add_node is not None:
+                add_node(facts, all_nodes[facts.name])
+            elif flavor_warnings:
+                warned = flavor_warnings.get(facts.shape)  # type: ignore[arg-type]
+                if warned:
+                    for warning in warned:
+                        diag.warn(f"Node/{facts.name}: {warning}")
+    if node_features is not None:
+        node_features.extend(_node_features(rules, facts_list, groups))
     if problems:
         raise UserError(problems)
-    return nodes, facts_list
+    return nodes, facts_list, groups
+
+
+def _node_features(rules: Rules, facts_list: list[NodeFacts], groups: list[ShapeGroup]) -> list[NodeFeaturePlan]:
+    """Each Node's NodeFeature, in name order: its labels are its shape's, sorted by key once per
+    shape (each NodeFeature gets its own copy)."""
+    feature_name, namespace = _node_feature_namer(rules), rules.vocabulary.nodeFeatureNamespace
+    if any(group.first.shape is None for group in groups):  # recorded: no shapes
+        return [NodeFeaturePlan(feature_name(f.name), namespace, f.name, dict(sorted(f.feature_labels.items())))
+                for f in facts_list]
+    labels_of = {group.first.shape: dict(group.first.shape.feature_sorted) for group in groups}  # type: ignore[union-attr]
+    affixes = _node_feature_affixes(rules)
+    if affixes is None:
+        return [NodeFeaturePlan(feature_name(f.name), namespace, f.name, labels_of[f.shape].copy()) for f in facts_list]
+    before, after = affixes
+    return [NodeFeaturePlan(f"{before}{name}{after}", namespace, name, labels_of[f.shape].copy())
+            for f in facts_list for name in (f.name,)]
 
 
 def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
@@ -118,11 +151,20 @@ def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
     placeholder without a filter: then it is the literal text around the name (no dict, no loop per
     Node); any other format renders as written."""
     name_format = rules.node_feature_name
-    parts = name_format.parts
-    if len(parts) == 2 and parts[0][1] == "node" and parts[0][2] is None and parts[1][1] is None:
-        before, after = parts[0][0], parts[1][0]
+    affixes = _node_feature_affixes(rules)
+    if affixes is not None:
+        before, after = affixes
         return lambda name: f"{before}{name}{after}"
     return lambda name: name_format.render({"node": name})
+
+
+def _node_feature_affixes(rules: Rules) -> tuple[str, str] | None:
+    """The literal text before and after the Node name when the Naming ``nodeFeature`` format is
+    one placeholder without a filter (the usual one), else ``None``."""
+    parts = rules.node_feature_name.parts
+    if len(parts) == 2 and parts[0][1] == "node" and parts[0][2] is None and parts[1][1] is None:
+        return parts[0][0], parts[1][0]
+    return None
 
 
 def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rules) -> list[Problem]:

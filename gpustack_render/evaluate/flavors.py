@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics, UserError
@@ -54,12 +54,13 @@ class FlavorBuilder:
                 "count": count, "profile": facts.profile, "aKey": akey,
                 "manufacturer": akey.split("-", 1)[0] if akey else ""}
 
-    def add_node(self, facts: NodeFacts, node: inputs.Node) -> None:
+    def add_node(self, facts: NodeFacts, node: inputs.Node, warn: bool = True) -> None:
         """Add the Node to the flavors it contributes to. Which flavors those are, and what it is
         warned about, depend only on its :class:`NodeShape`: decided for the first Node of a shape
         and replayed for the others (unless recording, which decides every Node). Nodes come in name
         order, so a later Node of a shape never supplies a flavor's notes (the smallest name does):
-        its name is only kept, to join the shape's flavors in :meth:`flavors`."""
+        its name is only kept, to join the shape's flavors in :meth:`flavors`. ``warn=False`` keeps
+        the warnings of the shape (:meth:`warnings_of`) instead of giving them for this Node."""
         shape = facts.shape if self.recorder is None else None
         replay = self._replays.get(shape) if shape is not None else None
         if replay is not None:
@@ -82,7 +83,8 @@ class FlavorBuilder:
                 if facts.managed:
                     state = f"={raw!r} is not a positive integer" if raw else " is missing"
                     warnings.append(f"label {self._akey_prefix}{akey}.count{state}; no flavor for {akey}")
-                    self.diag.warn(f"Node/{facts.name}: {warnings[-1]}")
+                    if warn:
+                        self.diag.warn(f"Node/{facts.name}: {warnings[-1]}")
                 if recorder is not None:
                     self._record(recorder, facts, "accelerated", akey, None, raw)
                 continue
@@ -93,6 +95,24 @@ class FlavorBuilder:
                 self._record(recorder, facts, "accelerated", akey, node_facts, raw)
         if shape is not None:
             self._replays[shape] = (joined, warnings, [])
+
+    def add_shape(self, facts: NodeFacts, node: inputs.Node, later: Sequence[str]) -> tuple[str, ...]:
+        """A whole shape at once: its first Node (``facts``, ``node``) decides, as :meth:`add_node`
+        does, and the names of its ``later`` Nodes join the same flavors. The warnings each of its
+        Nodes gets (the text after ``Node/NAME: ``) are returned, not given: the caller gives them
+        per Node, in name order, after the Node's own."""
+        shape = facts.shape
+        assert shape is not None and self.recorder is None and shape not in self._replays
+        self.add_node(facts, node, warn=False)
+        replay = self._replays[shape]
+        replay[2].extend(later)
+        return tuple(replay[1])
+
+    def reset(self) -> None:
+        """Forget every Node added (the flavors, their names, the shapes' replays)."""
+        self._groups.clear()
+        self._names.clear()
+        self._replays.clear()
 
     def _record(self, recorder: Recorder, facts: NodeFacts, kind: str, akey: str,
                 node_facts: Mapping[str, object] | None, count_label: str | None) -> None:

@@ -149,6 +149,11 @@ class NodeFacts:
             self._converged = converged
         return converged
 
+    @property
+    def reports(self) -> bool:
+        """Whether the Node has a problem or a warning of its own (:meth:`NodeEvaluator.report`)."""
+        return self._shape.reports
+
     def label(self, key: str) -> str | None:
         """``converged.get(key)`` without building the converged view."""
         update = self._shape.converged_update
@@ -157,6 +162,15 @@ class NodeFacts:
         if key in self._drop:
             return None
         return self._labels.get(key)
+
+
+@dataclass(slots=True)
+class ShapeGroup:
+    """The Nodes of one shape: the first one's facts (in name order, the smallest name) and every
+    member's name, the first included."""
+
+    first: NodeFacts
+    names: list[str]
 
 
 class NodeEvaluator:
@@ -186,7 +200,6 @@ class NodeEvaluator:
         self._exact_keys = tuple(dict.fromkeys(exact))
         self._annotation_keys = tuple(s.annotation for s in g.idPrefix if isinstance(s, AnnotationIdSource))
         self._key_sets: dict[tuple[str, ...], _KeySet] = {}
-        self._shapes: dict[tuple[object, ...], NodeShape] = {}
         self._cpu_counts: dict[int, tuple[Fraction | None, int]] = {}
 
     def gkey(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
@@ -302,22 +315,29 @@ class NodeEvaluator:
         self._cpu_counts[id(cpu)] = (cpu, count)
         return count
 
-    def evaluate_all(self, nodes: Iterable[tuple[str, inputs.Node]]) -> list[NodeFacts]:
-        """Every Node's facts, in the order given. What a Node is warned about and its problems are
-        given by :meth:`report` (the caller interleaves them with the flavors' warnings per Node).
+    def evaluate_all(self, names: Iterable[str], nodes: Mapping[str, inputs.Node]) -> tuple[list[NodeFacts], list[ShapeGroup]]:
+        """Every Node's facts, in the order of ``names``, and the Nodes grouped by shape: per shape its
+        first Node's facts and every member's name, in that order, the groups in the order of their
+        first Nodes (a recorded evaluation has no shapes: one group per Node). What a Node is warned
+        about and its problems are given by :meth:`report`, which the caller interleaves with the
+        flavors' warnings per Node.
 
         The loop is the one per-Node part of stage 3, so it only finds each Node's shape from its
         signature: the label key tuple decides which values are read (:class:`_KeySet`), then those
         values, the idPrefix annotations and the CPU count pick the shape."""
         if self.recorder is not None:
-            return [self._evaluate_recorded(name, node) for name, node in nodes]
-        key_sets, shapes, cpu_counts, cpu_count_of = self._key_sets, self._shapes, self._cpu_counts, self._cpu_count
+            facts = [self._evaluate_recorded(name, nodes[name]) for name in names]
+            return facts, [ShapeGroup(f, [f.name]) for f in facts]
+        key_sets, cpu_counts, cpu_count_of = self._key_sets, self._cpu_counts, self._cpu_count
         annotation_keys = self._annotation_keys
         one_annotation = annotation_keys[0] if len(annotation_keys) == 1 else None
         no_annotations: Mapping[str, str] = {}
+        groups: dict[tuple[object, ...], ShapeGroup] = {}  # by signature
+        by_content: dict[tuple[object, ...], ShapeGroup] = {}  # the same groups by what makes the shape
         out: list[NodeFacts] = []
         append = out.append
-        for name, node in nodes:
+        for name in names:
+            node = nodes[name]
             meta = node.metadata
             labels = meta.labels or {}
             keys = tuple(labels)
@@ -330,11 +350,32 @@ class NodeEvaluator:
             signature = (key_set, key_set.values(labels), cpu_count,
                          annotations.get(one_annotation) if one_annotation is not None else
                          tuple(map(annotations.get, annotation_keys)))
-            shape = shapes.get(signature)
-            if shape is None:
-                shape = shapes[signature] = self._read_shape(labels, annotations, cpu_count, key_set)
-            append(NodeFacts(name, shape, labels, key_set.drop))
-        return out
+            group = groups.get(signature)
+            if group is None:
+                group = groups[signature] = self._group(name, labels, annotations, cpu_count, key_set, by_content)
+                if group.first.name == name:
+                    append(group.first)
+                    continue
+            group.names.append(name)
+            append(NodeFacts(name, group.first._shape, labels, key_set.drop))
+        return out, list(by_content.values())
+
+    def _group(self, name: str, labels: Mapping[str, str], annotations: Mapping[str, str], cpu_count: int,
+               key_set: _KeySet, by_content: dict[tuple[object, ...], ShapeGroup]) -> ShapeGroup:
+        """The group of a signature not seen before: a new shape, or the one an earlier signature
+        already made of the same content. Signatures differ in what does not change the shape (the
+        order of the label keys, labels nothing reads), and :meth:`_shape` reads only the content
+        here: the read labels, the idPrefix annotations, the CPU count, the topology levels absent
+        and whether the managed label is one the converged view drops."""
+        read = {k: labels[k] for k in key_set.read}
+        present = {k: annotations[k] for k in self._annotation_keys if k in annotations}
+        content = (tuple(sorted(read.items())), tuple(present.items()), cpu_count, key_set.missing_levels,
+                   self.rules.managed_key in key_set.drop)
+        group = by_content.get(content)
+        if group is None:
+            facts = NodeFacts(name, self._shape(read, present, cpu_count, key_set), labels, key_set.drop)
+            group = by_content[content] = ShapeGroup(facts, [name])
+        return group
 
     def _evaluate_recorded(self, name: str, node: inputs.Node) -> NodeFacts:
         """One Node evaluated afresh (no shared shape), its decisions recorded for ``explain``."""

@@ -97,8 +97,10 @@ class AdmissionCheckPlan:
     controller_name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeFeaturePlan:
+    """One per Node (10,000 of them): slotted, so each is built and read a little faster."""
+
     name: str
     namespace: str
     node: str

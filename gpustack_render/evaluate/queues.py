@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.chain import flavor_order, flavor_selector, queue_labels
-from gpustack_render.evaluate.nodes import NodeFacts, NodeShape
+from gpustack_render.evaluate.nodes import ShapeGroup
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan, QueueFlavorQuota
 from gpustack_render.evaluate.record import Decision, Recorder
 from gpustack_render.k8s import format_decimal_si
@@ -31,29 +31,44 @@ class Refusal:
 class NodeMatcher:
     """Which managed Nodes each flavor's ``nodeLabels`` select, computed per distinct label signature."""
 
-    def __init__(self, facts: list[NodeFacts], flavors: list[FlavorPlan]) -> None:
+    def __init__(self, groups: list[ShapeGroup], flavors: list[FlavorPlan]) -> None:
         keys = sorted({k for f in flavors for k in f.node_labels})
         signatures: dict[frozenset[tuple[str, str]], list[str]] = {}
         # A NodeShape fixes the converged value of every key a flavor's nodeLabels hold (they are the
         # rules' exact keys, aKey-prefixed keys and the NodeFeature's own: all in the signature;
-        # tests/test_speed_evaluate.py checks it), so the label signature is built once per shape.
-        by_shape: dict[NodeShape, frozenset[tuple[str, str]]] = {}
-        for node in facts:
+        # tests/test_speed_evaluate.py checks it), so the label signature is built once per shape
+        # group, from its first Node (the groups come in the order of their first Nodes, which keeps
+        # the signatures in the order their first Node comes).
+        for group in groups:
+            node = group.first
             if node.managed:
-                shape = node.shape
-                sig = by_shape.get(shape) if shape is not None else None
-                if sig is None:
-                    sig = frozenset((k, node.converged[k]) for k in keys if k in node.converged)
-                    if shape is not None:
-                        by_shape[shape] = sig
-                signatures.setdefault(sig, []).append(node.name)
+                converged = node.converged
+                sig = frozenset((k, converged[k]) for k in keys if k in converged)
+                signatures.setdefault(sig, []).extend(group.names)
         self.matches: dict[str, list[str]] = {}
         self.by_signature: list[tuple[list[str], set[str]]] = []
+        candidates = _by_rarest_label(flavors)
         for sig, nodes in signatures.items():
-            matched = {f.name for f in flavors if f.node_labels.items() <= sig}
+            matched = {f.name for item in sig for f in candidates.get(item, ()) if f.node_labels.items() <= sig}
+            matched.update(f.name for f in candidates.get(None, ()))
             self.by_signature.append((nodes, matched))
             for name in matched:
                 self.matches.setdefault(name, []).extend(nodes)
+
+
+def _by_rarest_label(flavors: list[FlavorPlan]) -> dict[tuple[str, str] | None, list[FlavorPlan]]:
+    """The flavors under the one ``nodeLabels`` item of each that the fewest flavors share (under
+    ``None``: those that select by nothing, so every Node). A signature can only hold a flavor's
+    ``nodeLabels`` if it holds that item, so each signature tests a few flavors, not all of them."""
+    counts: dict[tuple[str, str], int] = {}
+    for flavor in flavors:
+        for item in flavor.node_labels.items():
+            counts[item] = counts.get(item, 0) + 1
+    out: dict[tuple[str, str] | None, list[FlavorPlan]] = {}
+    for flavor in flavors:
+        rarest = min(flavor.node_labels.items(), key=counts.__getitem__, default=None)
+        out.setdefault(rarest, []).append(flavor)
+    return out
 
 
 class QueueBuilder:
