@@ -180,8 +180,12 @@ def load_roundtrip(path: Path, display: str) -> Any:
 def dump_yaml_stream(objects: Iterable[Any]) -> str:
     """A multi-document YAML stream, every document opened by ``---``."""
     documents = list(objects)
+    out: list[str] = []
     try:
-        return "".join(["---\n" + _fast_document(doc) for doc in documents])
+        for doc in documents:
+            out.append("---\n")  # what follows it starts its own line, as in an empty document
+            _emit_document(doc, out)
+        return "".join(out)
     except NotSimple:
         pass
     return yaml.dump_all(documents, Dumper=StreamDumper, sort_keys=False, explicit_start=True,
@@ -217,11 +221,19 @@ _DUMPER_RESOLVERS: dict[Any, list[tuple[str, Any]]] = StreamDumper.yaml_implicit
 
 def _plainly_plain(value: str) -> bool:
     """A short word of safe characters that every reader takes for a string: written as it is."""
-    if len(value) > 128 or not _PLAINLY_PLAIN.match(value) or value.startswith("..."):
+    if len(value) > 128:
         return False
-    if _ONE_BY_ONE[0] > 0:
+    fast = _LETTER_WORD[0]
+    if fast is not None:
+        if fast.match(value):
+            return True
+    elif _ONE_BY_ONE[0] > 0:
         _ONE_BY_ONE[0] -= 1
-    elif value[0] not in _GO_NUMBER_START and _any_non_string().match(value) is None:
+    else:
+        _LETTER_WORD[0] = _letter_word()
+    if not _PLAINLY_PLAIN.match(value) or value.startswith("..."):
+        return False
+    if fast is not None and value[0] not in _GO_NUMBER_START and _any_non_string(False).match(value) is None:
         return True  # no expression below matches (nor a Go number, which starts like one)
     if read_as_non_string(value):
         return False
@@ -229,28 +241,116 @@ def _plainly_plain(value: str) -> bool:
                    for _tag, regexp in _DUMPER_RESOLVERS.get(value[0], []) + _DUMPER_RESOLVERS.get(None, []))
 
 
-_ONE_BY_ONE = [500]  # words judged the long way before the combined expression pays its compile
+_ONE_BY_ONE = [500]  # words judged the long way before the combined expressions pay their compile
+_LETTER_WORD: list[re.Pattern[str] | None] = [None]  # _letter_word(), once compiled
+
+
+def _letter_word() -> re.Pattern[str]:
+    """What :func:`_plainly_plain` says yes to for a word starting with an ASCII letter, in one
+    expression: a :data:`_PLAINLY_PLAIN` word (a letter never starts ``...`` nor a Go number) that
+    no expression able to start with a letter matches (:func:`_any_non_string`)."""
+    return re.compile(f"(?!{_any_non_string(True).pattern})[A-Za-z][A-Za-z0-9_./+-]*\\Z")
 
 
 @lru_cache(maxsize=None)
-def _any_non_string() -> re.Pattern[str]:
+def _any_non_string(letter: bool) -> re.Pattern[str]:
     """One expression whose ``match`` succeeds whenever one of those :func:`_plainly_plain` asks
     does: the spec tables, the reserved words and Go timestamps (whole), and the dumper's resolvers
     of every first character (a superset of those it tries for one). Where it fails, the word is
-    plain without asking each (0.8 us instead of 2 for each distinct value of a render); where it
-    matches, each is asked, as before."""
+    plain without asking each (about a third of the time for each distinct value of a render);
+    where it matches, each is asked, as before. For a word starting with an ASCII letter
+    (``letter``), only the expressions that can start with one (:func:`_first_characters`)."""
     branches = []
-    patterns = [(regexp, False) for regexp in _SPEC_NON_STRING]
+    patterns: list[tuple[Any, bool]] = [(regexp, False) for regexp in _SPEC_NON_STRING]  # ruamel's lazy wrappers
     patterns += [(_WORDS_ANY_CASE, True), (_GO_TIMESTAMP, True)]
     patterns += [(regexp, False) for resolvers in _DUMPER_RESOLVERS.values() for _tag, regexp in resolvers]
     for regexp, whole in dict.fromkeys(patterns):
+        if letter:
+            first = _first_characters(regexp)
+            if first is not None and first.isdisjoint(_ASCII_LETTERS):
+                continue
         pattern, flags = regexp.pattern, regexp.flags
         if flags & ~(re.VERBOSE | re.UNICODE):
             raise AssertionError(f"cannot combine {pattern!r}")
         # verbose: the newline ends a trailing comment before the group closes
         branch = f"(?x:{pattern}\n)" if flags & re.VERBOSE else f"(?:{pattern})"
         branches.append(branch + r"\Z" if whole else branch)
-    return re.compile("|".join(branches))
+    return re.compile("|".join(branches) or "(?!)")
+
+
+_ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _first_characters(regexp: Any) -> frozenset[str] | None:
+    """The characters a string ``regexp`` matches at its start can start with, read from the
+    expression's parse (Python's own parser); ``None`` when it could be any (an empty match, a
+    class the reader does not list, a construct it does not know): a superset, never less."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+        tree = _parser.parse(regexp.pattern, regexp.flags)
+        first, empty = _sequence_first(list(tree), bool(regexp.flags & re.IGNORECASE))
+    except Exception:
+        return None
+    return None if first is None or empty else first
+
+
+def _sequence_first(items: list[Any], fold: bool) -> tuple[frozenset[str] | None, bool]:
+    """(the first characters, whether it can match the empty string) of a parsed sequence."""
+    found: set[str] = set()
+    for op, argument in items:
+        first, empty = _item_first(op, argument, fold)
+        if first is None:
+            return None, True
+        found |= first
+        if not empty:
+            return frozenset(found), False
+    return frozenset(found), True
+
+
+def _item_first(op: Any, argument: Any, fold: bool) -> tuple[frozenset[str] | None, bool]:
+    from re import _constants as c  # type: ignore[attr-defined]
+    if op is c.LITERAL:
+        return _folded({chr(argument)}, fold), False
+    if op is c.IN:
+        chars: set[str] = set()
+        for kind, value in argument:
+            if kind is c.LITERAL:
+                chars.add(chr(value))
+            elif kind is c.RANGE and value[1] - value[0] < 256:
+                chars.update(map(chr, range(value[0], value[1] + 1)))
+            else:  # a negated class, a category, ...
+                return None, True
+        return _folded(chars, fold), False
+    if op is c.AT:
+        return frozenset(), True
+    if op is c.SUBPATTERN:
+        _group, add, remove, pattern = argument
+        return _sequence_first(list(pattern), (fold or bool(add & re.IGNORECASE)) and not remove & re.IGNORECASE)
+    if op is c.BRANCH:
+        found: set[str] = set()
+        empty = False
+        for branch in argument[1]:
+            first, branch_empty = _sequence_first(list(branch), fold)
+            if first is None:
+                return None, True
+            found |= first
+            empty = empty or branch_empty
+        return frozenset(found), empty
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)):
+        low, _high, pattern = argument
+        first, empty = _sequence_first(list(pattern), fold)
+        return first, empty or low == 0
+    return None, True
+
+
+def _folded(chars: set[str], fold: bool) -> frozenset[str] | None:
+    """``chars`` with their other ASCII case when the expression ignores case (``None`` when one is
+    not ASCII: Unicode folds some of those onto ASCII letters)."""
+    if not fold:
+        return frozenset(chars)
+    if not all(char.isascii() for char in chars):
+        return None
+    return frozenset(chars | {char.lower() for char in chars} | {char.upper() for char in chars})
 
 
 @lru_cache(maxsize=1 << 17)
@@ -289,13 +389,17 @@ def _scalar(value: Any, kind: type) -> str:
 
 def _fast_document(doc: Any) -> str:
     out: list[str] = []
+    _emit_document(doc, out)
+    return "".join(out)
+
+
+def _emit_document(doc: Any, out: list[str]) -> None:
     if type(doc) is dict and doc:
         _emit_mapping(doc, "", out, set())
     elif type(doc) is list and doc:
         _emit_sequence(doc, "", out, set())
     else:
         raise NotSimple("root")
-    return "".join(out)
 
 
 def _emit_mapping(mapping: dict[Any, Any], pad: str, out: list[str], seen: set[int]) -> None:
@@ -304,61 +408,29 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, out: list[str], seen: set[i
         raise NotSimple("shared")
     seen.add(id(mapping))
     lead = pad if not out or not out[-1].endswith("- ") else ""  # the first key's line start
+    append, key_text_of, scalar_text = out.append, _key_text, _scalar_text
     for key, value in mapping.items():
-        key_text = _key_text(key) if type(key) is str else _scalar(key, type(key))
+        key_text = key_text_of(key) if type(key) is str else _scalar(key, type(key))
         kind = type(value)
         if kind is str:
-            out.append(lead + key_text + ": " + _scalar_text(value) + "\n")
+            append(f"{lead}{key_text}: {scalar_text(value)}\n")
         elif kind is dict:
             if value:
-                out.append(lead + key_text + ":\n")
-                inner = pad + "  "
-                text = _text_map_block(value, inner) if len(value) >= _MEMO_MIN_KEYS else None
-                if text is None:
-                    _emit_mapping(value, inner, out, seen)
-                else:
-                    _not_seen(value, seen)
-                    out.append(text)
+                append(f"{lead}{key_text}:\n")
+                _emit_mapping(value, pad + "  ", out, seen)
             else:
                 _not_seen(value, seen)
-                out.append(lead + key_text + ": {}\n")
+                append(f"{lead}{key_text}: {{}}\n")
         elif kind is list:
             if value:
-                out.append(lead + key_text + ":\n")
+                append(f"{lead}{key_text}:\n")
                 _emit_sequence(value, pad, out, seen)
             else:
                 _not_seen(value, seen)
-                out.append(lead + key_text + ": []\n")
+                append(f"{lead}{key_text}: []\n")
         else:
-            out.append(lead + key_text + ": " + _scalar(value, kind) + "\n")
+            append(f"{lead}{key_text}: {_scalar(value, kind)}\n")
         lead = pad
-
-
-# Mappings of strings (labels, annotations) as block text per indentation and content: their
-# contents repeat across thousands of objects. Only mappings this large are looked up (a smaller one
-# is written faster than its key is made), and the memo is bounded.
-_MEMO_MIN_KEYS = 3
-_TEXT_MAPS: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-_TEXT_MAPS_MAX = 4096
-_ONLY_STR = frozenset({str})
-
-
-def _text_map_block(mapping: dict[Any, Any], pad: str) -> str | None:
-    """What :func:`_emit_mapping` writes for ``mapping`` at ``pad`` after its key's line, when the
-    mapping holds only ``str`` keys and values (none shared: strings are never anchored); else
-    ``None``."""
-    if not (set(map(type, mapping)) <= _ONLY_STR and set(map(type, mapping.values())) <= _ONLY_STR):
-        return None
-    key = (pad, tuple(mapping.items()))
-    text = _TEXT_MAPS.get(key)
-    if text is None:
-        lines: list[str] = []
-        _emit_mapping(mapping, pad, lines, set())
-        text = "".join(lines)
-        if len(_TEXT_MAPS) >= _TEXT_MAPS_MAX:
-            _TEXT_MAPS.clear()
-        _TEXT_MAPS[key] = text
-    return text
 
 
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:
@@ -379,7 +451,7 @@ def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -
             _not_seen(value, seen)
             out.append(dash + ("{}\n" if kind is dict else "[]\n"))
         else:
-            out.append(dash + _scalar(value, kind) + "\n")
+            out.append(f"{dash}{_scalar(value, kind)}\n")
 
 
 def _not_seen(value: Any, seen: set[int]) -> None:
