@@ -8,8 +8,9 @@ back; this module only reaches the same list sooner for the directory ``render -
   line in the form every object name gives (:data:`_LISTED`); its head (what precedes
   ``resources:``) is parsed with one probe item, which reads the list exactly as the whole file
   would be read (see :func:`_listed`).
-* each listed file is read in one open (no ``pathlib`` per file), and one holding exactly the bytes
-  ``render -o`` writes for a desired object is that object, as ``read_manifests`` takes it.
+* each listed file is opened relative to the directory (no ``pathlib`` and no path walk per
+  file), and one holding exactly the bytes ``render -o`` writes for a desired object is that
+  object, as ``read_manifests`` takes it.
 * any file that is neither a desired object's bytes nor parses into complete objects without a
   problem (missing, unreadable, invalid, incomplete) sends the whole directory back to
   ``read_manifests``: the error is then its error, word for word and in its order. Problems end
@@ -18,7 +19,9 @@ back; this module only reaches the same list sooner for the directory ``render -
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -42,39 +45,78 @@ _PROBE = "- probe.yaml\n"
 
 def read_current(path: Path | str, desired: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """What ``read_manifests(path, desired)`` returns (or raises), sooner for a ``render -o`` directory."""
-    if not desired or is_stdin(path) or not Path(path).is_dir():
+    if not desired or is_stdin(path) or not Path(path).is_dir() or os.open not in os.supports_dir_fd:
         return read_manifests(path, desired)
     directory = Path(path)
     names = _listed(directory / KUSTOMIZATION)
     if names is None:
         return read_manifests(path, desired)
-    prefix = str(directory / "x")[:-1]  # "" for ".", "/" for "/": as pathlib joins a plain name
-    expected = _Expected(desired)
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return read_manifests(path, desired)
+    try:
+        objects = _objects(dir_fd, str(directory / "x")[:-1], names, _Expected(desired))
+    finally:
+        os.close(dir_fd)
+    return read_manifests(path, desired) if objects is None else objects
+
+
+def _objects(dir_fd: int, prefix: str, names: Sequence[str], expected: _Expected) -> list[dict[str, Any]] | None:
+    """The objects of the listed files in their order; ``None`` at the first file ``read_manifests``
+    would report a problem for. ``prefix`` joined with a name is the path ``read_manifests`` names
+    the file by ("" for ".", "/" for "/", as pathlib joins a plain name)."""
     objects: list[dict[str, Any]] = []
-    for name, taken in zip(names, _taken(expected, prefix, names)):
+    for name, taken in zip(names, _taken(dir_fd, names, expected)):
         if taken is not None:
             objects.append(taken)
             continue
         display = prefix + name
-        data = _read_bytes(display)
+        data = _read_at(dir_fd, name)
         if data is None:
-            return read_manifests(path, desired)
+            return None
         found = _parsed(display, data, expected.object(name, data))
         if found is None:
-            return read_manifests(path, desired)
+            return None
         objects.extend(found)
     return objects
 
 
-def _taken(expected: _Expected, prefix: str, names: Sequence[str]) -> list[dict[str, Any] | None]:
+def _taken(dir_fd: int, names: Sequence[str], expected: _Expected) -> list[dict[str, Any] | None]:
     """Per listed file, the desired object it is taken as (its bytes, a complete object), else
     ``None``: read the general way."""
     out: list[dict[str, Any] | None] = []
     for name in names:
-        data = _read_bytes(prefix + name)
+        data = _read_at(dir_fd, name)
         obj = expected.object(name, data) if data is not None else None
         out.append(obj if obj is not None and _complete(obj) else None)
     return out
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_at(dir_fd: int, name: str) -> bytes | None:
+    """The bytes of the regular file ``name`` in the directory open as ``dir_fd``, as
+    :func:`~gpustack_render.snapshot.manifests._read_bytes` reads a path (``None`` for anything
+    else, or on any error; non-blocking, so a FIFO is not waited on), opened relative to the
+    directory: one name looked up per file, not the directory's whole path again."""
+    try:
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        chunks = [os.read(fd, info.st_size + 1)]  # one byte more than the size: a short read is EOF
+        while len(chunks[-1]) > (info.st_size if len(chunks) == 1 else 0):  # it grew meanwhile
+            chunks.append(os.read(fd, 1 << 20))
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _listed(kustomization: Path) -> list[str] | None:

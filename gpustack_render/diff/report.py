@@ -9,11 +9,13 @@ import difflib
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gpustack_render.diff import Change, summarise
-from gpustack_render.diff.pools import PoolComparison, PoolRow, PoolSide
 from gpustack_render.yamlio import dump_json, dump_yaml
+
+if TYPE_CHECKING:  # only named here: a diff without a markdown pool table never imports them
+    from gpustack_render.diff.pools import PoolComparison, PoolRow, PoolSide
 
 # GitHub rejects comments over 65,536 characters; keep a margin for the surrounding text. Each part
 # has its own budget (pools 10k + diagram 12k + objects table 30k, the diffs fill the rest), so a huge
