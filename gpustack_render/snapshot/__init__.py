@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import mmap
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-import msgspec
 import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
@@ -80,7 +80,7 @@ class _File:
     name: str
     path: Path | None
     entries: list[Any]
-    data: bytes | None = None
+    data: fastjson.Buffer | None = None
     texts: list[Any] | None = None
 
     def text(self, index: int) -> Any:
@@ -88,7 +88,9 @@ class _File:
         if self.texts is None:
             data = self.data if self.data is not None else _bytes_of(self.path, None)
             texts: list[Any] | None = fastjson.raw_items(data)
-            self.texts = texts if texts is not None else fastyaml.read_items(data, _UNTYPED) or []
+            if texts is None and not isinstance(data, mmap.mmap):
+                texts = fastyaml.read_items(data, _UNTYPED)
+            self.texts = texts or []
         if index >= len(self.texts):  # the file changed meanwhile
             raise UserError.single("changed while it was read", file=self.name)
         return self.texts[index]
@@ -106,12 +108,9 @@ def _same(first: _Seen, second: _Seen) -> bool:
     """Whether two objects of one identity are the same object: equal as ``json.loads`` reads them
     (as the dicts were compared before); the same JSON text is that without reading it."""
     one, other = _text_or_object(first), _text_or_object(second)
-    if isinstance(one, _TEXTS) and isinstance(other, _TEXTS) and bytes(one) == bytes(other):
+    if isinstance(one, fastjson.TEXTS) and isinstance(other, fastjson.TEXTS) and bytes(one) == bytes(other):
         return True
     return bool(_plain(one) == _plain(other))
-
-
-_TEXTS = (msgspec.Raw, bytes, bytearray)
 
 
 def _text_or_object(source: _Seen) -> Any:
@@ -119,7 +118,7 @@ def _text_or_object(source: _Seen) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    return fastjson.plain(value) if isinstance(value, _TEXTS) else value
+    return fastjson.plain(value) if isinstance(value, fastjson.TEXTS) else value
 
 
 def expand_paths(paths: Iterable[str]) -> Iterator[tuple[str, Path | None]]:
@@ -184,7 +183,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         stdin_text = sys.stdin.read() if path is None else None
         data = _bytes_of(path, stdin_text)
         items = fastjson.read_items(data, fast_models)
-        if items is None:
+        if items is None and not isinstance(data, mmap.mmap):  # (mapped: JSON, which fastyaml declines)
             items = fastyaml.read_items(data, fast_models)
         kept, data = (data if path is None else None), b""  # the bytes of one file at a time (see _File)
         if items is not None:
@@ -200,11 +199,14 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
     return out
 
 
-def _bytes_of(path: Path | None, stdin_text: str | None) -> bytes:
-    """A file's bytes for the fast readers; ``b""`` (which they decline) when only the slow path can
-    word what is wrong (unreadable file, stdin that was not UTF-8)."""
+def _bytes_of(path: Path | None, stdin_text: str | None) -> fastjson.Buffer:
+    """A file's contents for the fast readers (a JSON file mapped, :func:`fastjson.map_json`); ``b""``
+    (which they decline) when only the slow path can word what is wrong (unreadable file, stdin
+    that was not UTF-8)."""
     try:
-        return path.read_bytes() if path is not None else (stdin_text or "").encode("utf-8")
+        if path is None:
+            return (stdin_text or "").encode("utf-8")
+        return fastjson.map_json(path) or path.read_bytes()
     except (OSError, UnicodeEncodeError):
         return b""
 
