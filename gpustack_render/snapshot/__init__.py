@@ -311,13 +311,7 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
     used: set[str] = set()
     settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
     for file in read:
-        for index, entry in enumerate(file.entries):
-            if type(entry) is list:
-                for source in entry:
-                    _place_source(snap, source, models, settings_source, seen, used, settings_objects, problems)
-            else:
-                used.add(file.name)
-                _place_typed(snap, entry, file, index, seen, problems)
+        _place_file(snap, file, models, settings_source, seen, used, settings_objects, problems)
     _resolve_settings(snap, settings_objects, problems)
     if problems:
         raise UserError(problems)
@@ -363,17 +357,29 @@ def _place_source(snap: Snapshot, source: _Source, models: dict[tuple[str, str],
     _place(snap, kind, typed, source, settings_objects, problems)
 
 
-def _place_typed(snap: Snapshot, typed: Any, file: _File, index: int, seen: dict[tuple[str, str, str, str], _Seen],
-                 problems: list[Problem]) -> None:
-    """What :func:`_place_source` does for an object of a bulk kind (cluster-scoped, never the
-    settings object), typed already."""
-    kind = fastjson.KINDS[type(typed)]
-    ident = (typed.apiVersion.rpartition("/")[0], kind, "", typed.metadata.name)
-    if ident not in seen:  # (_first_seen's common case, without its call)
-        seen[ident] = (file, index)
-        _place_bulk(snap, kind, typed, file.name)
-    else:
-        _first_seen(seen, ident, (file, index), problems)
+def _place_file(snap: Snapshot, file: _File, models: dict[tuple[str, str], type[inputs.Model]],
+                settings_source: tuple[str, str], seen: dict[tuple[str, str, str, str], _Seen], used: set[str],
+                settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
+    """Every object of one file in order. A typed object (a bulk kind: cluster-scoped, never the
+    settings object) is placed here without a call per step: 18,645 of them at 10,000 Nodes."""
+    groups: dict[str, str] = {}  # apiVersion → its group
+    for index, entry in enumerate(file.entries):
+        if type(entry) is list:
+            for source in entry:
+                _place_source(snap, source, models, settings_source, seen, used, settings_objects, problems)
+            continue
+        used.add(file.name)
+        kind = fastjson.KINDS[type(entry)]
+        api = entry.apiVersion
+        group = groups.get(api)
+        if group is None:
+            group = groups[api] = api.rpartition("/")[0]
+        ident = (group, kind, "", entry.metadata.name)
+        if ident in seen:
+            _first_seen(seen, ident, (file, index), problems)
+        else:  # (_first_seen's common case, without its call)
+            seen[ident] = (file, index)
+            _place_bulk(snap, kind, entry, file.name)
 
 
 def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
