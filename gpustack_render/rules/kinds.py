@@ -176,6 +176,7 @@ def _cruft_step(step: Any) -> Callable[[str], str]:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledQueues:
+    """``rules/queues.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
     quota_cpu: QuotaRule | None
     quota_accelerated: QuotaRule | None
     admission_checks: tuple[AdmissionCheckRule, ...]
@@ -202,6 +203,7 @@ def compile_queues(c: Compiler, queues: schema.QueueRules, m: int) -> CompiledQu
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledCapacity:
+    """``rules/capacity.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
     families: tuple[CapacityFamilyRule, ...]
     fit_sliced_label: NameFormat | None
     fit_shared_label: NameFormat | None

@@ -21,6 +21,7 @@ BUILT_IN = "built-in"
 
 @dataclass
 class LintResult:
+    """What ``lint`` found: the directory, the rule files read and their problems."""
     rules_dir: Path
     files: list[Path]
     problems: list[Problem]

@@ -45,6 +45,7 @@ class FitPopulations:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ManufacturerRule:
+    """One ``rules/manufacturers.yaml`` item: resource base, partition kind, profile rewrites."""
     name: str
     resource_base: str
     partition_kind: str | None
@@ -53,6 +54,7 @@ class ManufacturerRule:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class FlavorKind:
+    """A flavor kind of ``rules/grouping.yaml`` (cpu or accelerated): key, who contributes, name."""
     key: tuple[str, ...]
     contributes: CompiledCondition
     name: NameFormat
@@ -61,12 +63,14 @@ class FlavorKind:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PresetTier:
+    """The cpu and ram of one unit-resource preset tier."""
     cpu: str
     ram: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PresetEntry:
+    """A preset table row flattened for matching: the tier, one prefix's tokens, its ``by`` overrides."""
     tier: str
     tokens: tuple[str, ...]
     by: tuple[tuple[str, str], ...]
@@ -74,6 +78,7 @@ class PresetEntry:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CpuManufacturerSource:
+    """Normalisation ``gKey.manufacturer``: the CPU manufacturer label, fallback, absent values."""
     label: str
     fallback: str
     absentValues: tuple[str, ...]
@@ -90,12 +95,14 @@ class AnnotationIdSource:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LabelsIdSource:
+    """A gKey idPrefix source made of Node labels joined by ``join``."""
     labels: tuple[str, ...]
     join: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class GKeyRule:
+    """Normalisation ``gKey`` as written (``explain`` shows it)."""
     maxLength: int
     manufacturer: CpuManufacturerSource
     idPrefix: tuple[AnnotationIdSource | LabelsIdSource, ...]
@@ -103,29 +110,33 @@ class GKeyRule:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AKeyRule:
+    """Normalisation ``aKey`` as written: the accelerator label prefix and its value format."""
     labelPrefix: str
     value: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CruftCutAt:
+    """A cruft step: cut the name at the first ``cutAt``."""
     cutAt: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CruftDelete:
+    """A cruft step: delete each of these words."""
     delete: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CruftRegex:
+    """A cruft step: replace matches of ``regex``."""
     regex: str
     replace: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CruftTrim:
-    pass
+    """A cruft step: trim surrounding whitespace."""
 
 
 CruftRule = CruftCutAt | CruftDelete | CruftRegex | CruftTrim
@@ -172,6 +183,7 @@ class Presets:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AdmissionCheckRule:
+    """One Queues ``admissionChecks`` entry: an AdmissionCheck and when a queue lists it."""
     name: str
     controller_name: str
     when: CompiledCondition
@@ -179,12 +191,14 @@ class AdmissionCheckRule:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class QuotaRule:
+    """Queues ``quota`` of one pool kind: the resource name format and the nominalQuota expression."""
     resource: NameFormat
     nominal_quota: Arithmetic
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CapacityFamilyRule:
+    """One Capacity ``families`` entry compiled: its population, pool and capacity keys."""
     name: str
     population: str
     pool: NameFormat
@@ -195,6 +209,7 @@ class CapacityFamilyRule:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class StopPolicyRule:
+    """One Lifecycle ``stopPolicy`` rule compiled; ``origin`` is its ``file:line`` for ``explain``."""
     name: str
     when: CompiledCondition
     stop_policy: str
@@ -206,6 +221,7 @@ class StopPolicyRule:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SavedStopPolicyRule:
+    """One Lifecycle ``save`` rule compiled: what a drain records as the policy to restore."""
     name: str
     when: CompiledCondition
     stop_policy: str  # a stop policy, "current" or "saved"
@@ -215,6 +231,7 @@ class SavedStopPolicyRule:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LifecycleWarningRule:
+    """One Lifecycle ``warnings`` entry compiled: when it is given and its message format."""
     name: str
     when: CompiledCondition
     message: NameFormat
@@ -241,12 +258,14 @@ class KindMetadata:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class TopologyProfileLabel:
+    """Vocabulary ``topologyProfile``: the Node label naming a profile, the computed one's format."""
     label: str
     format: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class QueueTypeLabel:
+    """Vocabulary ``queueType``: the label key and its values on flavors and on queues."""
     key: str
     flavor: str
     queue: str
@@ -285,36 +304,42 @@ class NamingDisplay:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DiffKind:
+    """An API group and kind ``diff`` compares (or creates only)."""
     group: str
     kind: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DiffOwnerLabel:
+    """A label that marks an object as the tool's (any value when ``value`` is None)."""
     key: str
     value: str | None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DiffOwnership:
+    """Diff ``owned``: what makes an object the tool's, so ``diff`` may call it removed."""
     labels: tuple[DiffOwnerLabel, ...]
     namePrefixes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DiffIgnoredField:
+    """Diff ``ignore``: a field path the comparison leaves out."""
     path: tuple[str, ...]
     whenDesiredUnset: bool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DiffDefaultValue:
+    """A server default of one field path (Diff ``defaults``)."""
     path: tuple[str, ...]
     value: str | bool | int
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DiffKindDefaults:
+    """Diff ``defaults`` of one kind: the values the API server fills in."""
     group: str
     kind: str
     values: tuple[DiffDefaultValue, ...]

@@ -17,6 +17,7 @@ POOL_KINDS = ((False, "cpu"), (True, "accelerated"))
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledNaming:
+    """``rules/naming.yaml`` compiled; a format is None where its entry did not compile (a problem is reported)."""
     node_feature: NameFormat | None
     topology: NameFormat | None
     local_queue: NameFormat | None
@@ -56,6 +57,7 @@ def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledGroupingFlavor:
+    """One Grouping ``flavor`` kind compiled (None: its condition did not compile)."""
     key: tuple[str, ...]
     contributes: CompiledCondition | None
     pin_cpu_only: CompiledCondition | None
@@ -63,6 +65,7 @@ class CompiledGroupingFlavor:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledGrouping:
+    """``rules/grouping.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
     flavor: dict[str, CompiledGroupingFlavor]
     pool_identity: dict[bool, tuple[NameFormat | None, NameFormat | None]]  # aware → (general, accelerator)
     managed_stamp_when: CompiledCondition | None

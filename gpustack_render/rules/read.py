@@ -22,6 +22,7 @@ Loc = tuple[str | int, ...]
 
 @dataclass
 class Document:
+    """One rule file read: its kind, path, positioned data and (once validated) its model."""
     kind: str
     file: str
     data: Any
