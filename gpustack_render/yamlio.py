@@ -233,8 +233,6 @@ def _plainly_plain(value: str) -> bool:
         _LETTER_WORD[0] = _letter_word()
     if not _PLAINLY_PLAIN.match(value) or value.startswith("..."):
         return False
-    if fast is not None and value[0] not in _GO_NUMBER_START and _any_non_string(False).match(value) is None:
-        return True  # no expression below matches (nor a Go number, which starts like one)
     if read_as_non_string(value):
         return False
     return not any(regexp.match(value)
@@ -248,34 +246,34 @@ _LETTER_WORD: list[re.Pattern[str] | None] = [None]  # _letter_word(), once comp
 def _letter_word() -> re.Pattern[str]:
     """What :func:`_plainly_plain` says yes to for a word starting with an ASCII letter, in one
     expression: a :data:`_PLAINLY_PLAIN` word (a letter never starts ``...`` nor a Go number) that
-    no expression able to start with a letter matches (:func:`_any_non_string`)."""
-    return re.compile(f"(?!{_any_non_string(True).pattern})[A-Za-z][A-Za-z0-9_./+-]*\\Z")
+    no expression able to start with a letter matches (:func:`_letter_checks`). One that matches
+    nothing when they cannot be combined: every word is then judged the long way."""
+    try:
+        return re.compile(f"(?!{_letter_checks()})[A-Za-z][A-Za-z0-9_./+-]*\\Z")
+    except (AssertionError, re.error):
+        return re.compile("(?!)")
 
 
-@lru_cache(maxsize=None)
-def _any_non_string(letter: bool) -> re.Pattern[str]:
-    """One expression whose ``match`` succeeds whenever one of those :func:`_plainly_plain` asks
-    does: the spec tables, the reserved words and Go timestamps (whole), and the dumper's resolvers
-    of every first character (a superset of those it tries for one). Where it fails, the word is
-    plain without asking each (about a third of the time for each distinct value of a render);
-    where it matches, each is asked, as before. For a word starting with an ASCII letter
-    (``letter``), only the expressions that can start with one (:func:`_first_characters`)."""
+def _letter_checks() -> str:
+    """One expression (its text) whose ``match`` succeeds on a word starting with an ASCII letter
+    whenever one of those :func:`_plainly_plain` asks does: the spec tables, the reserved words and
+    Go timestamps (whole), and the dumper's resolvers of every first character (a superset of those
+    it tries for one), each only if it can start with a letter (:func:`_first_characters`)."""
     branches = []
     patterns: list[tuple[Any, bool]] = [(regexp, False) for regexp in _SPEC_NON_STRING]  # ruamel's lazy wrappers
     patterns += [(_WORDS_ANY_CASE, True), (_GO_TIMESTAMP, True)]
     patterns += [(regexp, False) for resolvers in _DUMPER_RESOLVERS.values() for _tag, regexp in resolvers]
     for regexp, whole in dict.fromkeys(patterns):
-        if letter:
-            first = _first_characters(regexp)
-            if first is not None and first.isdisjoint(_ASCII_LETTERS):
-                continue
+        first = _first_characters(regexp)
+        if first is not None and first.isdisjoint(_ASCII_LETTERS):
+            continue
         pattern, flags = regexp.pattern, regexp.flags
         if flags & ~(re.VERBOSE | re.UNICODE):
             raise AssertionError(f"cannot combine {pattern!r}")
         # verbose: the newline ends a trailing comment before the group closes
         branch = f"(?x:{pattern}\n)" if flags & re.VERBOSE else f"(?:{pattern})"
         branches.append(branch + r"\Z" if whole else branch)
-    return re.compile("|".join(branches) or "(?!)")
+    return "|".join(branches) or "(?!)"
 
 
 _ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -353,8 +351,36 @@ def _folded(chars: set[str], fold: bool) -> frozenset[str] | None:
     return frozenset(chars | {char.lower() for char in chars} | {char.upper() for char in chars})
 
 
-@lru_cache(maxsize=1 << 17)
+# How each distinct string is written, as a value and as a key (label values and keys repeat across
+# thousands of objects); plain dicts, read with ``get`` in the emitter's loop, cleared when full.
+_SCALAR_TEXTS: dict[str, str] = {}
+_KEY_TEXTS: dict[str, str] = {}
+_TEXTS_MAX = 1 << 17
+
+
 def _scalar_text(value: str) -> str:
+    """How the dumper writes the string ``value`` as a mapping value (remembered)."""
+    text = _SCALAR_TEXTS.get(value)
+    if text is None:
+        text = _write_scalar(value)
+        if len(_SCALAR_TEXTS) >= _TEXTS_MAX:
+            _SCALAR_TEXTS.clear()
+        _SCALAR_TEXTS[value] = text
+    return text
+
+
+def _key_text(value: str) -> str:
+    """How the dumper writes ``value`` as a key (remembered)."""
+    text = _KEY_TEXTS.get(value)
+    if text is None:
+        text = _write_key(value)
+        if len(_KEY_TEXTS) >= _TEXTS_MAX:
+            _KEY_TEXTS.clear()
+        _KEY_TEXTS[value] = text
+    return text
+
+
+def _write_scalar(value: str) -> str:
     """How the dumper writes the string ``value`` as a mapping value."""
     if _plainly_plain(value):
         return value
@@ -364,8 +390,7 @@ def _scalar_text(value: str) -> str:
     return text[3:-1]
 
 
-@lru_cache(maxsize=1 << 15)
-def _key_text(value: str) -> str:
+def _write_key(value: str) -> str:
     """How the dumper writes ``value`` as a key (a long or multi-line key becomes ``? key``)."""
     if _plainly_plain(value):
         return value
@@ -395,29 +420,30 @@ def _fast_document(doc: Any) -> str:
 
 def _emit_document(doc: Any, out: list[str]) -> None:
     if type(doc) is dict and doc:
-        _emit_mapping(doc, "", out, set())
+        _emit_mapping(doc, "", "", out, set())
     elif type(doc) is list and doc:
         _emit_sequence(doc, "", out, set())
     else:
         raise NotSimple("root")
 
 
-def _emit_mapping(mapping: dict[Any, Any], pad: str, out: list[str], seen: set[int]) -> None:
-    """``pad`` starts every line but the first when the caller already wrote it (``- ``)."""
+def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], seen: set[int]) -> None:
+    """``pad`` starts every line but the first, which ``lead`` starts: ``pad`` on a line of its
+    own, ``""`` after the ``- `` the caller wrote."""
     if id(mapping) in seen:  # the dumper would write an anchor and an alias
         raise NotSimple("shared")
     seen.add(id(mapping))
-    lead = pad if not out or not out[-1].endswith("- ") else ""  # the first key's line start
-    append, key_text_of, scalar_text = out.append, _key_text, _scalar_text
+    append, known_key, known_scalar = out.append, _KEY_TEXTS.get, _SCALAR_TEXTS.get
     for key, value in mapping.items():
-        key_text = key_text_of(key) if type(key) is str else _scalar(key, type(key))
+        key_text = (known_key(key) or _key_text(key)) if type(key) is str else _scalar(key, type(key))
         kind = type(value)
         if kind is str:
-            append(f"{lead}{key_text}: {scalar_text(value)}\n")
+            append(f"{lead}{key_text}: {known_scalar(value) or _scalar_text(value)}\n")
         elif kind is dict:
             if value:
                 append(f"{lead}{key_text}:\n")
-                _emit_mapping(value, pad + "  ", out, seen)
+                inner = pad + "  "
+                _emit_mapping(value, inner, inner, out, seen)
             else:
                 _not_seen(value, seen)
                 append(f"{lead}{key_text}: {{}}\n")
@@ -443,7 +469,7 @@ def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -
         kind = type(value)
         if kind is dict and value:
             out.append(dash)
-            _emit_mapping(value, inner, out, seen)
+            _emit_mapping(value, inner, "", out, seen)
         elif kind is list and value:
             out.append(dash)
             _emit_sequence(value, inner, out, seen)
