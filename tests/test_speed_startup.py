@@ -3,6 +3,7 @@ the slow ones (issue 14). No timings are asserted: what is checked is that the f
 where it should be and that it gives exactly what the slow one gives.
 
 - ``--help`` imports none of the heavy libraries (a fresh interpreter, checked through sys.modules);
+  importing the CLI leaves the importer's collector setting as it was;
 - rule files are read by libyaml (:mod:`gpustack_render.yamlpos`) into exactly the data, types and
   positions ruamel's round-trip loader gives, on every built-in rule file and on seeded random
   edits of them; what it declines goes to ruamel unchanged;
@@ -58,6 +59,19 @@ def test_help_imports_none_of_the_heavy_libraries() -> None:
     count, _, heavy = proc.stdout.strip().partition(" ")
     assert int(count) > 10
     assert heavy == "", f"--help imported {heavy}"
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_importing_the_cli_keeps_the_importers_collector_setting(collecting: bool) -> None:
+    """The CLI imports with the cyclic collector off and freezes what it built (``cli/__init__``),
+    then leaves the collector as the importer had it."""
+    script = ("import gc\n"
+              f"gc.enable() if {collecting!r} else gc.disable()\n"
+              "import gpustack_render.cli\n"
+              "print(gc.isenabled(), gc.get_freeze_count() > 1000)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(collecting), "True"]
 
 
 # --- rule files: libyaml with ruamel's data and positions ------------------------------------------
