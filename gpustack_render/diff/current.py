@@ -67,30 +67,19 @@ def _objects(dir_fd: int, prefix: str, names: Sequence[str], expected: _Expected
     would report a problem for. ``prefix`` joined with a name is the path ``read_manifests`` names
     the file by ("" for ".", "/" for "/", as pathlib joins a plain name)."""
     objects: list[dict[str, Any]] = []
-    for name, taken in zip(names, _taken(dir_fd, names, expected)):
-        if taken is not None:
-            objects.append(taken)
-            continue
-        display = prefix + name
+    for name in names:
         data = _read_at(dir_fd, name)
         if data is None:
             return None
-        found = _parsed(display, data, expected.object(name, data))
+        same = expected.object(name, data)
+        if same is not None and _complete(same):
+            objects.append(same)
+            continue
+        found = _parsed(prefix + name, data, same)
         if found is None:
             return None
         objects.extend(found)
     return objects
-
-
-def _taken(dir_fd: int, names: Sequence[str], expected: _Expected) -> list[dict[str, Any] | None]:
-    """Per listed file, the desired object it is taken as (its bytes, a complete object), else
-    ``None``: read the general way."""
-    out: list[dict[str, Any] | None] = []
-    for name in names:
-        data = _read_at(dir_fd, name)
-        obj = expected.object(name, data) if data is not None else None
-        out.append(obj if obj is not None and _complete(obj) else None)
-    return out
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
