@@ -361,11 +361,17 @@ _TEXTS_MAX = 1 << 17
 def _scalar_text(value: str) -> str:
     """How the dumper writes the string ``value`` as a mapping value (remembered)."""
     text = _SCALAR_TEXTS.get(value)
-    if text is None:
-        text = _write_scalar(value)
-        if len(_SCALAR_TEXTS) >= _TEXTS_MAX:
-            _SCALAR_TEXTS.clear()
-        _SCALAR_TEXTS[value] = text
+    return _new_scalar_text(value) if text is None else text
+
+
+def _new_scalar_text(value: str) -> str:
+    """:func:`_scalar_text` of a value not remembered yet; a letter word judged in one step (what
+    :func:`_plainly_plain` would do first), as most distinct values of a render are."""
+    fast = _LETTER_WORD[0]
+    text = value if fast is not None and len(value) <= 128 and fast.match(value) else _write_scalar(value)
+    if len(_SCALAR_TEXTS) >= _TEXTS_MAX:
+        _SCALAR_TEXTS.clear()
+    _SCALAR_TEXTS[value] = text
     return text
 
 
@@ -438,7 +444,7 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], 
         key_text = (known_key(key) or _key_text(key)) if type(key) is str else _scalar(key, type(key))
         kind = type(value)
         if kind is str:
-            append(f"{lead}{key_text}: {known_scalar(value) or _scalar_text(value)}\n")
+            append(f"{lead}{key_text}: {known_scalar(value) or _new_scalar_text(value)}\n")
         elif kind is dict:
             if value:
                 append(f"{lead}{key_text}:\n")
