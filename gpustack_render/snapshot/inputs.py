@@ -374,9 +374,13 @@ _Name = Annotated[str, msgspec.Meta(min_length=1)]
 _ModeNumber = Annotated[int, msgspec.Meta(ge=min(_MODES.values()), le=max(_MODES.values()))]  # as _mode accepts
 
 
-class _Struct(msgspec.Struct, frozen=True):
+class _Struct(msgspec.Struct, frozen=True, gc=False):
     """The base of the fast structs. msgspec inherits ``frozen``, but type checkers read each class
-    on its own (dataclass_transform), so every subclass restates ``frozen=True``."""
+    on its own (dataclass_transform), so every subclass restates ``frozen=True``.
+
+    ``gc=False``: not tracked by the cycle collector (16 bytes less each: 5 MB at 10,000 Nodes). A
+    frozen struct decoded from JSON holds only strings, numbers and containers of them, so it
+    cannot be part of a reference cycle."""
 
 
 class FastMeta(_Struct, frozen=True):
