@@ -17,8 +17,7 @@ from jsonpointer import escape as _escape
 
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation
-from gpustack_render.evaluate.capacity import CapacityEvaluator, NodeDesired
-from gpustack_render.snapshot.inputs import Node
+from gpustack_render.evaluate.capacity import CapacityEvaluator
 from gpustack_render.k8s import format_decimal_si
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
@@ -69,6 +68,32 @@ def _ops(paths: _Paths, current: Mapping[str, Any], desired: list[tuple[str, Any
 _ABSENT = object()
 
 
+class _StatusOps:
+    """The capacity ops of each Node, decided once per distinct input. Nodes with equal cards share
+    one desired mapping (:meth:`CapacityEvaluator.desired` with ``shared``) and equal quantities are
+    mostly one shared object (the snapshot parses each text once), so the ops are a function of the
+    desired mapping, the owned keys (one tuple per key tuple) and the objects the Node holds under
+    the desired keys; all three are kept alive by their owners for the whole pass, so their ids
+    name them. Each Node gets its own copy of the op objects (a YAML writer would otherwise alias
+    them)."""
+
+    def __init__(self, paths: _Paths) -> None:
+        self.paths = paths
+        self._wanted: dict[int, tuple[Mapping[str, int], tuple[str, ...], list[tuple[str, str, int]]]] = {}
+        self._ops: dict[tuple[object, ...], list[Op]] = {}
+
+    def ops(self, capacity: Mapping[str, Any], desired: Mapping[str, int], owned: tuple[str, ...]) -> list[Op]:
+        wanted = self._wanted.get(id(desired))
+        if wanted is None or wanted[0] is not desired:  # (the entry keeps ``desired`` alive)
+            wanted = self._wanted[id(desired)] = (desired, tuple(desired), [
+                (k, _format_decimal_si(v), v) for k, v in sorted(desired.items())])
+        memo = (id(desired), id(owned), tuple(map(id, map(capacity.get, wanted[1]))))
+        ops = self._ops.get(memo)
+        if ops is None:
+            ops = self._ops[memo] = _ops(self.paths, capacity, wanted[2], desired, owned)
+        return [op.copy() for op in ops]
+
+
 NAMED_NODES = 5  # a warning names this many Nodes, then "and N more"
 
 
@@ -81,12 +106,18 @@ def node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag:
 
 
 def _node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag: Diagnostics) -> list[dict[str, Any]]:
+    """One pass over the Nodes, each step written out in the loop (a call per step and Node was a
+    third of the stage): the desired keys (the capacity shared by Nodes with equal cards), then the
+    fit-label ops and the capacity ops (:class:`_StatusOps`)."""
     capacity_eval = CapacityEvaluator(rules, diag)
     skipped = set(uncaptured_devices(snapshot, evaluation, capacity_eval))
     if skipped:
         diag.warn(_uncaptured_message(sorted(skipped)) + "; their capacity keys and fit labels are left untouched")
     entries: list[dict[str, Any]] = []
-    paths = _Paths("/metadata/labels"), _Paths("/status/capacity")
+    append = entries.append
+    label_paths, status = _Paths("/metadata/labels"), _StatusOps(_Paths("/status/capacity"))
+    status_ops_of, owned_in = status.ops, capacity_eval.owned_in
+    desired_capacity, fit_labels = capacity_eval.desired_capacity, capacity_eval.fit_labels
     nodes, all_devices = snapshot.nodes, snapshot.devices
     for facts in evaluation.node_facts:
         name = facts.name
@@ -94,34 +125,52 @@ def _node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag
             continue
         node = nodes[name]
         devices = all_devices.get(name)
-        label_ops, status_ops = _node_ops(node, capacity_eval.desired(node, devices, facts), capacity_eval, paths)
-        if facts.managed and devices is None:
+        managed = facts.managed
+        if managed and devices is not None:
+            want_capacity, want_labels = desired_capacity(node, devices, facts), fit_labels(node, devices)
+        else:
+            want_capacity, want_labels = _NO_CAPACITY, _NO_LABELS
+        labels = node.metadata.labels
+        if labels is None:
+            label_ops = ([{"op": "add", "path": "/metadata/labels", "value": dict(sorted(want_labels.items()))}]
+                         if want_labels else [])
+        else:
+            label_ops = _label_ops(label_paths, labels, want_labels, owned_in(facts.label_keys, False))
+        capacity = node.status.capacity
+        if capacity is None:
+            status_ops = ([{"op": "add", "path": "/status/capacity", "value": {
+                k: _format_decimal_si(v) for k, v in sorted(want_capacity.items())}}] if want_capacity else [])
+        else:
+            status_ops = status_ops_of(capacity, want_capacity, owned_in(tuple(capacity), True))
+        if managed and devices is None:
             _warn_removed_without_devices(diag, name, label_ops, status_ops)
         if label_ops:
-            entries.append({"node": name, "subresource": "", "patch": label_ops})
+            append({"node": name, "subresource": "", "patch": label_ops})
         if status_ops:
-            entries.append({"node": name, "subresource": "status", "patch": status_ops})
+            append({"node": name, "subresource": "status", "patch": status_ops})
     return entries
 
 
-def _node_ops(node: Node, desired: NodeDesired, capacity_eval: CapacityEvaluator,
-              paths: tuple[_Paths, _Paths]) -> tuple[list[Op], list[Op]]:
-    """The fit-label ops and the capacity ops for one Node (either may be empty)."""
-    labels = node.metadata.labels
-    want_labels = sorted(desired.labels.items())
-    if labels is None:
-        label_ops = [{"op": "add", "path": "/metadata/labels", "value": dict(want_labels)}] if want_labels else []
-    else:
-        label_ops = _ops(paths[0], labels, [(k, v, v) for k, v in want_labels], desired.labels,
-                         capacity_eval.owned_keys(labels, False))
-    capacity = node.status.capacity
-    want_capacity = [(k, _format_decimal_si(v), v) for k, v in sorted(desired.capacity.items())]
-    if capacity is None:
-        status_ops = ([{"op": "add", "path": "/status/capacity", "value": {k: text for k, text, _ in want_capacity}}]
-                      if want_capacity else [])
-    else:
-        status_ops = _ops(paths[1], capacity, want_capacity, desired.capacity, capacity_eval.owned_keys(capacity, True))
-    return label_ops, status_ops
+_NO_CAPACITY: Mapping[str, int] = {}
+_NO_LABELS: Mapping[str, str] = {}
+
+
+def _label_ops(paths: _Paths, labels: Mapping[str, str], wanted: Mapping[str, str], owned: tuple[str, ...]) -> list[Op]:
+    """The fit-label ops: :func:`_ops` for string values, without its intermediate lists."""
+    ops: list[Op] = []
+    for key in sorted(wanted) if len(wanted) > 1 else wanted:
+        value = wanted[key]
+        have = labels.get(key)
+        if have is None:
+            ops.append({"op": "add", "path": paths[key], "value": value})
+        elif have != value:
+            ops.append({"op": "replace", "path": paths[key], "value": value})
+    for key in owned:
+        if key not in wanted:
+            ops.append({"op": "remove", "path": paths[key]})
+    if len(ops) > 1:
+        ops.sort(key=_by_path)
+    return ops
 
 
 def uncaptured_devices(snapshot: Snapshot, evaluation: Evaluation, capacity_eval: CapacityEvaluator) -> list[str]:

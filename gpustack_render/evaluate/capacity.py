@@ -28,6 +28,14 @@ class _Tally:
     profiles: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
+# One aKey's cards as the capacity formulas read them: manufacturer name, L, P, slices, vram (MiB),
+# overcommit, and the partition profiles' published names with their counts (in the order found).
+_Summary = tuple[str, int, int, int, int, bool, tuple[tuple[str, int], ...]]
+
+
+_NOTHING: dict[str, int] = {}  # the shared empty desired capacity (never written to)
+
+
 @dataclass
 class NodeDesired:
     capacity: dict[str, int]
@@ -60,7 +68,9 @@ class CapacityEvaluator:
         # the compiled formulas see a few dozen distinct (L, P, slices, vram, overcommit) tuples.
         self._owns_label: dict[str, bool] = {}
         self._owns_capacity: dict[str, bool] = {}
-        self._owned_in: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}  # per key tuple: owned keys
+        # per key tuple: its owned keys (label key tuples are shared by the Nodes: NodeFacts.label_keys)
+        self._owned_labels_in: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._owned_capacity_in: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._family_values: dict[tuple[object, ...], list[tuple[str, int]]] = {}
         # Rendered once per manufacturer / aKey / profile instead of once per Node.
         self._families: dict[str, list[tuple[CapacityFamilyRule, str, list[str]]]] = {}
@@ -70,6 +80,14 @@ class CapacityEvaluator:
         self._published: dict[tuple[str, str], str] = {}   # (manufacturer, profile name) → published
         self._akey_manufacturer: dict[str, ManufacturerRule] = {}
         self._memory_labels: dict[str, str] = {}
+        # The desired capacity per distinct (summaries, positive pools): what the families give
+        # with the names of the invalid partition profile keys each such Node is warned about.
+        # (The key names the Node's pool quantities by id; the entry keeps them and is used only
+        # for quantities equal to them.)
+        self._desired_capacity: dict[tuple[object, ...], tuple[tuple[object, ...], dict[str, int],
+                                                                tuple[tuple[str, str], ...]]] = {}
+        self._pools: dict[str | tuple[str, ...], tuple[str, ...]] = {}
+        self._vram_of: dict[tuple[object, str], int] = {}  # per (NodeShape, aKey), when valid
 
     # --- ownership -------------------------------------------------------------------------------
     def owns_capacity(self, key: str) -> bool:
@@ -90,12 +108,15 @@ class CapacityEvaluator:
     def owned_keys(self, mapping: Mapping[str, object], capacity: bool) -> tuple[str, ...]:
         """The keys of ``mapping`` this renderer owns, in order: decided once per distinct key tuple
         (Nodes of one machine type share theirs)."""
-        keys = tuple(mapping)
-        memo = (keys, capacity)
-        found = self._owned_in.get(memo)
+        return self.owned_in(tuple(mapping), capacity)
+
+    def owned_in(self, keys: tuple[str, ...], capacity: bool) -> tuple[str, ...]:
+        """:meth:`owned_keys` of a mapping with these keys (e.g. :attr:`NodeFacts.label_keys`)."""
+        memo = self._owned_capacity_in if capacity else self._owned_labels_in
+        found = memo.get(keys)
         if found is None:
             owns = self.owns_capacity if capacity else self.owns_label
-            found = self._owned_in[memo] = tuple(k for k in keys if owns(k))
+            found = memo[keys] = tuple(k for k in keys if owns(k))
         return found
 
     def shows_accelerator(self, node: inputs.Node, facts: NodeFacts) -> bool:
@@ -106,17 +127,53 @@ class CapacityEvaluator:
                 or any(self.owns_label(k) for k in node.metadata.labels or {}))
 
     # --- desired ---------------------------------------------------------------------------------
-    def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts) -> NodeDesired:
+    def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts,
+                shared: bool = False) -> NodeDesired:
+        """The Node's desired capacity keys and fit labels. Nodes with equal cards share one
+        capacity mapping: ``shared`` returns it as is (the caller only reads it), else a copy."""
         if not facts.managed or devices is None:
-            return NodeDesired({}, {})
-        return NodeDesired(self._capacity(node, devices, facts), self.fit_labels(node, devices))
+            return NodeDesired(_NOTHING if shared else {}, {})
+        capacity = self._capacity(node, devices, facts)
+        return NodeDesired(capacity if shared else dict(capacity), self.fit_labels(node, devices))
+
+    def desired_capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
+        """The desired capacity keys of a managed Node with Devices, the mapping shared by the Nodes
+        with equal cards (the caller only reads it); :meth:`desired` says the rest."""
+        return self._capacity(node, devices, facts)
 
     def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
-        tallies = self._tallies(node, devices, facts)
-        desired: dict[str, int] = {}
-        if not tallies:
-            return desired
+        """§4.3-§4.6, decided once per distinct input: the Node's cards summed per aKey (the one
+        per-card pass) and which pools its status.capacity holds as positive decide the keys."""
+        summaries = self._summaries(node, devices, facts)
+        if not summaries:
+            return _NOTHING
         capacity = node.status.capacity or {}
+        manufacturers = summaries[0][0] if len(summaries) == 1 else tuple(sorted({s[0] for s in summaries}))
+        pools = self._pools.get(manufacturers)
+        if pools is None:
+            pools = self._pools[manufacturers] = self._pool_keys(manufacturers)
+        held = tuple(map(capacity.get, pools))
+        memo = (summaries, tuple(map(id, held)))
+        found = self._desired_capacity.get(memo)
+        if found is None or found[0] != held:  # (equal quantities are as positive as the ones kept)
+            found = self._desired_capacity[memo] = (held, *self._capacity_of(self._tally(summaries), capacity))
+        _, desired, invalid = found
+        for profile, key in invalid:
+            self.diag.warn(f"Node/{node.metadata.name}: partition profile {profile!r} would give "
+                           f"the invalid resource name {key!r}; skipped")
+        return desired
+
+    def _pool_keys(self, manufacturers: str | tuple[str, ...]) -> tuple[str, ...]:
+        """The pool keys whose quantities gate the capacity families of these manufacturers."""
+        names = (manufacturers,) if isinstance(manufacturers, str) else manufacturers
+        return tuple(dict.fromkeys(pool for name in names for _, pool, _ in self._families_of(self.rules.manufacturers[name])))
+
+    def _capacity_of(self, tallies: dict[str, _Tally], capacity: Mapping[str, Fraction]
+                     ) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
+        """The desired keys of these tallies on a Node with this ``capacity``, and the partition
+        profiles (with the key each would give) skipped as invalid, in the order found."""
+        desired: dict[str, int] = {}
+        invalid: list[tuple[str, str]] = []
         for manu_name, tally in sorted(tallies.items()):
             manufacturer = self.rules.manufacturers[manu_name]
             for family, pool, keys in self._families_of(manufacturer):
@@ -131,9 +188,8 @@ class CapacityEvaluator:
                         if valid:
                             desired[key] = count
                         else:
-                            self.diag.warn(f"Node/{node.metadata.name}: partition profile {profile!r} would give "
-                                           f"the invalid resource name {key!r}; skipped")
-        return desired
+                            invalid.append((profile, key))
+        return desired, tuple(invalid)
 
     def _families_of(self, manufacturer: ManufacturerRule) -> list[tuple[CapacityFamilyRule, str, list[str]]]:
         """Each capacity family with its pool key and key names rendered for ``manufacturer``."""
@@ -191,21 +247,33 @@ class CapacityEvaluator:
 
     def _tallies(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
                  skipped: list[tuple[str, str]] | None = None) -> dict[str, _Tally]:
-        tallies: dict[str, _Tally] = {}
-        if not facts.akeys:
-            return tallies
-        groups = {f"{g.manufacturer}-{g.id}": g for g in devices.spec.groups}
+        return self._tally(self._summaries(node, devices, facts, skipped))
+
+    def _summaries(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
+                   skipped: list[tuple[str, str]] | None = None) -> tuple[_Summary, ...]:
+        """Per aKey of the Node with a Devices spec group and a logical or partitioned card, what
+        the formulas read of its cards (the per-card pass; ``skipped`` as :meth:`tallies` says)."""
+        akeys = facts.akeys
+        if not akeys:
+            return ()
+        spec_groups = devices.spec.groups
+        groups = ({f"{spec_groups[0].manufacturer}-{spec_groups[0].id}": spec_groups[0]} if len(spec_groups) == 1
+                  else {f"{g.manufacturer}-{g.id}": g for g in spec_groups})
         ledger: dict[tuple[str, str], dict[str, inputs.LedgerAccelerator]] | None = None  # built when first read
-        for akey in facts.akeys:
+        out: list[_Summary] = []
+        shape, vram_of, akey_manufacturer = facts.shape, self._vram_of, self._akey_manufacturer
+        for akey in akeys:
             group = groups.get(akey)
             if group is None:
                 if skipped is not None:
                     skipped.append((akey, "no Devices spec group for this aKey"))
                 continue
-            manufacturer = self._akey_manufacturer.get(akey)
+            manufacturer = akey_manufacturer.get(akey)
             if manufacturer is None:
-                manufacturer = self._akey_manufacturer[akey] = self.rules.manufacturers[akey.split("-", 1)[0]]
-            vram = self._vram(node, akey, facts)
+                manufacturer = akey_manufacturer[akey] = self.rules.manufacturers[akey.split("-", 1)[0]]
+            vram = vram_of.get((shape, akey)) if shape is not None else None
+            if vram is None:
+                vram = self._vram(node, akey, facts)
             logical = partitioned = slices = 0
             overcommit_any = False
             profiles: dict[str, int] | None = None  # only partitioned cards have any
@@ -233,18 +301,26 @@ class CapacityEvaluator:
                 continue
             detail = group.acceleratorSlicedDetail.logical if group.acceleratorSlicedDetail else None
             overcommit = bool(detail.coresPercentageOvercommit) if detail is not None else overcommit_any
-            tally = tallies.get(manufacturer.name)
+            out.append((manufacturer.name, logical, partitioned, slices, vram, overcommit,
+                        tuple(profiles.items()) if profiles else ()))
+        return tuple(out)
+
+    def _tally(self, summaries: tuple[_Summary, ...]) -> dict[str, _Tally]:
+        """Per manufacturer: the summed key values and card populations of these aKey summaries."""
+        tallies: dict[str, _Tally] = {}
+        for name, logical, partitioned, slices, vram, overcommit, profiles in summaries:
+            manufacturer = self.rules.manufacturers[name]
+            tally = tallies.get(name)
             if tally is None:
-                tally = tallies[manufacturer.name] = _Tally()
+                tally = tallies[name] = _Tally()
             tally.logical += logical
             tally.partitioned += partitioned
             values = tally.values
             for key, value in self._key_values(manufacturer.resource_base, logical, partitioned, slices, vram,
                                                overcommit):
                 values[key] += value
-            if profiles:
-                for name, count in profiles.items():
-                    tally.profiles[name] += count
+            for profile, count in profiles:
+                tally.profiles[profile] += count
         return tallies
 
     def _key_values(self, base: str, logical: int, partitioned: int, slices: int, vram: int,
@@ -261,14 +337,19 @@ class CapacityEvaluator:
         return values
 
     def _vram(self, node: inputs.Node, akey: str, facts: NodeFacts) -> int:
+        """The aKey's memory label in MiB: its converged value, which the Node's shape fixes (the
+        label is under the aKey prefix, so in the signature), hence kept per shape when valid; an
+        invalid one is warned about for each Node."""
+        shape = facts.shape
         key = self._memory_labels.get(akey)
         if key is None:
             key = self._memory_labels[akey] = f"{self._akey_prefix}{akey}.memory"
         raw = facts.label(key)
-        if not raw:
-            return 0
         try:
-            return memory_label_mib(raw)
+            mib = memory_label_mib(raw) if raw else 0
+            if shape is not None:
+                self._vram_of[(shape, akey)] = mib
+            return mib
         except QuantityError:
             self.diag.warn(f"Node/{node.metadata.name}: label {self._akey_prefix}{akey}.memory={raw!r} is not a "
                            f"quantity; read as 0 MiB")
@@ -318,18 +399,20 @@ class CapacityEvaluator:
         sliced_any_card = populations.slicedMaxFreeUnits != "logical"
         shared_any_card = populations.sharedFreeCards != "logical"
         shared_modes, share_units = rules.shared_modes, rules.share_units
-        spec_groups: dict[tuple[str, str], inputs.DeviceGroup] | None = None
+        spec_groups = devices.spec.groups
+        fit_keys = self._fit_keys
         labels: dict[str, str] = {}
         for ledger_group in devices.status.groups:
-            akey = f"{ledger_group.manufacturer}-{ledger_group.id}"
-            keys = self._fit_label_keys(akey)
+            manufacturer, group_id = ledger_group.manufacturer, ledger_group.id
+            akey = f"{manufacturer}-{group_id}"
+            keys = fit_keys[akey] if akey in fit_keys else self._fit_label_keys(akey)
             if keys is None:
                 self.diag.warn(f"Node/{node.metadata.name}: accelerator group {akey!r} gives invalid fit label "
                                f"keys; no fit labels for it")
                 continue
-            if spec_groups is None:
-                spec_groups = {(g.manufacturer, g.id): g for g in devices.spec.groups}
-            spec = spec_groups.get((ledger_group.manufacturer, ledger_group.id))
+            # the last spec group of that manufacturer and id, as a mapping of them would hold
+            spec = next((g for g in reversed(spec_groups) if g.id == group_id and g.manufacturer == manufacturer),
+                        None)
             if spec is None:
                 continue
             cards = {c.id: c for c in spec.accelerators}

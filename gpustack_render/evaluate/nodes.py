@@ -63,6 +63,7 @@ class _KeySet:
     labels the signature reads (``read``: those of them present, ``values`` fetches theirs in one
     C call), which the converged view drops, and which topology levels are absent."""
 
+    keys: tuple[str, ...]
     read: tuple[str, ...]
     values: Callable[[Mapping[str, str]], object]
     drop: tuple[str, ...]
@@ -84,11 +85,11 @@ class NodeFacts:
     largest per-Node cost of stage 3, and only ``explain``, ``diff`` and ``graph`` read all of it;
     the stages that need one converged value ask :meth:`label`."""
 
-    __slots__ = ("name", "shape", "_shape", "_labels", "_drop", "_converged")
+    __slots__ = ("name", "shape", "_shape", "_labels", "_key_set", "_converged")
 
-    def __init__(self, name: str, shape: NodeShape, labels: Mapping[str, str], drop: tuple[str, ...],
+    def __init__(self, name: str, shape: NodeShape, labels: Mapping[str, str], key_set: _KeySet,
                  shared: bool = True) -> None:
-        self.name, self._shape, self._labels, self._drop = name, shape, labels, drop
+        self.name, self._shape, self._labels, self._key_set = name, shape, labels, key_set
         self.shape: NodeShape | None = shape if shared else None
         self._converged: dict[str, str] | None = None
 
@@ -143,7 +144,7 @@ class NodeFacts:
         converged = self._converged
         if converged is None:
             converged = dict(self._labels)
-            for key in self._drop:
+            for key in self._key_set.drop:
                 del converged[key]
             converged.update(self._shape.converged_update)
             self._converged = converged
@@ -154,12 +155,18 @@ class NodeFacts:
         """Whether the Node has a problem or a warning of its own (:meth:`NodeEvaluator.report`)."""
         return self._shape.reports
 
+    @property
+    def label_keys(self) -> tuple[str, ...]:
+        """The keys of the Node's own labels, in order: one tuple shared by the Nodes whose label
+        keys are equal (later stages key their per-key-tuple work by it)."""
+        return self._key_set.keys
+
     def label(self, key: str) -> str | None:
         """``converged.get(key)`` without building the converged view."""
         update = self._shape.converged_update
         if key in update:
             return update[key]
-        if key in self._drop:
+        if key in self._key_set.drop:
             return None
         return self._labels.get(key)
 
@@ -302,7 +309,7 @@ class NodeEvaluator:
         read = tuple(k for k in self._exact_keys if k in present) + tuple(
             k for k in keys if k.startswith(prefix) and k not in self._exact_keys)
         found = self._key_sets[keys] = _KeySet(
-            read, itemgetter(*read) if read else _NO_VALUES,
+            keys, read, itemgetter(*read) if read else _NO_VALUES,
             tuple(k for k in keys if k.startswith(general) or k == cpu_only),
             tuple(lvl for lvl in self._levels_to_check if lvl not in present))
         return found
@@ -357,7 +364,7 @@ class NodeEvaluator:
                     append(group.first)
                     continue
             group.names.append(name)
-            append(NodeFacts(name, group.first._shape, labels, key_set.drop))
+            append(NodeFacts(name, group.first._shape, labels, key_set))
         return out, list(by_content.values())
 
     def _group(self, name: str, labels: Mapping[str, str], annotations: Mapping[str, str], cpu_count: int,
@@ -373,7 +380,7 @@ class NodeEvaluator:
                    self.rules.managed_key in key_set.drop)
         group = by_content.get(content)
         if group is None:
-            facts = NodeFacts(name, self._shape(read, present, cpu_count, key_set), labels, key_set.drop)
+            facts = NodeFacts(name, self._shape(read, present, cpu_count, key_set), labels, key_set)
             group = by_content[content] = ShapeGroup(facts, [name])
         return group
 
@@ -390,7 +397,7 @@ class NodeEvaluator:
         cpu_count = hit[1] if hit is not None and hit[0] is cpu else self._cpu_count(cpu)
         shape = self._read_shape(labels, annotations, cpu_count, key_set)
         self._record(self.recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
-        return NodeFacts(name, shape, labels, key_set.drop, shared=False)
+        return NodeFacts(name, shape, labels, key_set, shared=False)
 
     def report(self, facts: NodeFacts, problems: list[Problem], files: Mapping[tuple[str, str], str]) -> None:
         """The Node's problems (into ``problems``, with the file it came from) and warnings: its
