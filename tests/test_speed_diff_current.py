@@ -293,3 +293,21 @@ def test_compare_keeps_the_desired_order_of_kinds_the_rules_do_not_name() -> Non
     for desired in (objects, objects[::-1]):
         changes = compare(desired, [], _policy(), set())
         assert [c.key[1] for c in changes] == [obj["kind"] for obj in desired]
+
+
+@pytest.mark.parametrize("value", [1.5, float("nan"), {1: "x"}, (1, 2), "text"])
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_only_what_reads_back_as_itself_is_taken(tmp_path: Path, value: Any, suffix: str) -> None:
+    """A float (NaN reads back as another NaN), a non-string key (JSON writes it as a string) or a
+    tuple (read back as a list) is never taken by bytes: the file is parsed, as read_manifests does."""
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"x": value}}
+    from gpustack_render.emit import MANIFEST_FORMATS
+    dump = dict(MANIFEST_FORMATS.values())[suffix]
+    directory = tmp_path / "prev"
+    directory.mkdir()
+    (directory / f"configmap-a{suffix}").write_text(dump(obj), encoding="utf-8")
+    (directory / "kustomization.yaml").write_text(yamlio.dump_yaml({"resources": [f"configmap-a{suffix}"]}))
+    kind, objects = _same_as_read_manifests(directory, [obj]) if value == value else \
+        ("objects", read_current(directory, [obj]))  # NaN != NaN: compared below, not with ==
+    assert kind == "objects" and len(objects) == 1
+    assert (objects[0] is obj) == (value == "text")

@@ -29,7 +29,7 @@ from gpustack_render.errors import UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists
 from gpustack_render.snapshot.manifests import _decoded, _plain, _read_bytes, is_stdin, read_manifests
-from gpustack_render.yamlio import parse_documents
+from gpustack_render.yamlio import dump_json, parse_documents
 
 KUSTOMIZATION = "kustomization.yaml"
 _RESOURCES = b"resources:\n"
@@ -167,8 +167,8 @@ class _Expected:
         obj, dump = self.candidate(name)
         if obj is None or dump is None or not _plain(obj):
             return None
-        try:
-            written = dump(obj).encode("utf-8")
+        try:  # a plain object holds no float: the JSON writer need not look for one
+            written = (dump_json(obj, floats=False) if dump is dump_json else dump(obj)).encode("utf-8")
         except Exception:  # noqa: BLE001 - whatever the writers refuse is simply read back as usual
             return None
         return obj if written == data else None
