@@ -264,9 +264,9 @@ def _rewrite(body: Iterable[nodes.Node], identifier: str) -> int:
 
 
 class Slotted:
-    """A template compiled with slots, and its straight form when it has one."""
+    """A template compiled with slots, or its straight form (never compiled: it is not run)."""
 
-    def __init__(self, template: Template, straight: Straight | None) -> None:
+    def __init__(self, template: Template | None, straight: Straight | None) -> None:
         self.template, self.straight = template, straight
 
 
@@ -346,6 +346,8 @@ def slotted_template(env: Environment, name: str) -> Slotted | None:
         if compiled is None:
             return None
         code, straight = compiled
+        if code is None:
+            return Slotted(None, straight)
         return Slotted(env.template_class.from_code(env, code, env.make_globals(None), uptodate), straight)
     except Exception:  # the real template was compiled already; this one is only a shortcut
         return None
@@ -366,7 +368,7 @@ def _compile_slotted(env: Environment, source: str, name: str,
     if not _rewrite(tree.body, SlotExtension.identifier):
         return None
     straight = _straight(tree)
-    return env.compile(tree, name, filename), straight
+    return (None if straight is not None else env.compile(tree, name, filename)), straight
 
 
 def install(env: Environment) -> Recorder:
@@ -692,6 +694,7 @@ def render_all(env: Environment, slotted: Slotted, items: Sequence[Any], recorde
         return _render_columns(env, slotted.straight, items, recorder, check_size) \
             or _render_straight(env, slotted.straight, items, recorder, check_size)
     template = slotted.template
+    assert template is not None  # compiled whenever the template is not straight
     root, context_class = template.root_render_func, env.context_class
     name, blocks = template.name, template.blocks
     flat = dict(template.globals)  # the same keys and values as the ChainMap, read in C
