@@ -259,3 +259,47 @@ def test_a_typed_object_keeps_its_api_version_and_equals_the_slow_paths() -> Non
     node = _node("n1")
     decoded = msgspec.json.decode(json.dumps(node).encode(), type=inputs.FastNode)
     assert decoded == inputs.fast_validate(inputs.Node, node) and decoded.apiVersion == "v1"
+
+
+# --- items of other kinds: msgspec's untyped decode stands in for json.loads ---------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _typed_value(value: Any) -> Any:
+    """``value`` with every scalar's type and repr (``1``, ``1.0``, ``True``, ``-0.0`` differ)."""
+    if isinstance(value, dict):
+        return ("map", [(_typed_value(k), _typed_value(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("seq", [_typed_value(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def _outcome(read: Any, text: bytes) -> Any:
+    try:
+        return _typed_value(read(text))
+    except (ValueError, RecursionError) as err:
+        return ("refused", type(err).__name__)
+
+
+@pytest.mark.parametrize("text", [
+    b"-0", b"-0.0", b"0e0", b"1E+2", b"1e-7", b"0.1000000000000000055511151231257827", b"1e-400", b"5e-324",
+    b"2.2250738585072011e-308", b"1.7976931348623157e308", b"1.7976931348623159e308", b"-1e400",
+    b"123456789012345678901234567890", b"-9223372036854775809", b"18446744073709551616",
+    b"123456789012345678901234567890.5", b"1" + b"0" * 5000, b"NaN", b"[Infinity, -Infinity]",
+    b'{"a": 1, "b": 2, "a": 3}', b'"\\u0000\\ud83d\\ude00\\u00e9\\/"', b'"\\ud800"', b'{"k": "\\udc00x"}',
+    b'{"a": [1, {"b": null, "c": true, "d": false}], "e": ""}', b"[" * 400 + b"]" * 400,
+    b"[" * 600 + b"]" * 600, b"[" * 2000 + b"]" * 2000, "é ü €".encode(),
+])
+def test_plain_reads_as_json_loads(text: bytes) -> None:
+    assert _outcome(fastjson.plain, text) == _outcome(json.loads, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(number=st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(repr),
+                        st.from_regex(r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+                        st.integers().map(str)))
+def test_plain_reads_numbers_as_json_loads(number: str) -> None:
+    text = ('{"n": ' + number + ', "l": [' + number + "]}").encode()
+    assert _outcome(fastjson.plain, text) == _outcome(json.loads, text)
