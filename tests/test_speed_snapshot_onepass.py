@@ -303,3 +303,17 @@ def test_plain_reads_as_json_loads(text: bytes) -> None:
 def test_plain_reads_numbers_as_json_loads(number: str) -> None:
     text = ('{"n": ' + number + ', "l": [' + number + "]}").encode()
     assert _outcome(fastjson.plain, text) == _outcome(json.loads, text)
+
+
+def test_plain_refuses_nesting_where_json_loads_does() -> None:
+    """msgspec nests a few levels deeper than json.loads before it refuses: at the first depth
+    json.loads refuses (found here, at this stack depth), plain must refuse too."""
+    def refuses(read: Any, depth: int) -> bool:
+        try:
+            read(b"[" * depth + b"]" * depth)
+        except RecursionError:
+            return True
+        return False
+
+    depth = next(depth for depth in range(100, 5000) if refuses(json.loads, depth))
+    assert refuses(fastjson.plain, depth) and not refuses(fastjson.plain, depth - 50)
