@@ -33,6 +33,14 @@ the fast reader would refuse (characters libyaml must judge, exponent floats, Na
 ``q`` output is captured rather than written (macros, ``{% set %}`` blocks, filter and call blocks,
 recursive loops, inheritance). The object size limit is checked on the real size, computed from the
 values' JSON lengths without building the text.
+
+A *straight* template (only text and ``{{ obj.field | q }}``: NodeFeature, LocalQueue) is not run at
+all: its fields are read as the sandbox reads them. When every field's values are all strings, all
+string maps or all ints, booleans and None, the kind is read a field at a time (:class:`Batch`):
+every object then has the same shape, whose builder is mapped over rows of readings (a string's
+reading is itself; its JSON is only measured, in bulk). Mappings of strings are read once per
+content and copied into each object. Where the builders put data maps in place with fixed keys, the
+keys are written in sorted order, which is what the renderer's tidying makes of them.
 """
 
 from __future__ import annotations
