@@ -311,3 +311,20 @@ def test_only_what_reads_back_as_itself_is_taken(tmp_path: Path, value: Any, suf
         ("objects", read_current(directory, [obj]))  # NaN != NaN: compared below, not with ==
     assert kind == "objects" and len(objects) == 1
     assert (objects[0] is obj) == (value == "text")
+
+
+def test_compare_of_the_desired_objects_themselves_is_what_copies_give() -> None:
+    """The whole-render shortcut (each current object the desired one itself, in order) gives no
+    change only when the copies give none: a kind outside the rules is still added, two desired
+    objects with one identity and different contents still fail."""
+    desired = _desired()
+    policy = _policy()
+    assert compare(desired, list(desired), policy, set()) == compare(desired, copy.deepcopy(desired), policy, set()) == []
+    foreign = desired + [{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}]
+    assert [(c.action, c.key[1]) for c in compare(foreign, list(foreign), policy, set())] == [("added", "Widget")]
+    twin = copy.deepcopy(desired[0])
+    twin.setdefault("spec", {})["x.example"] = "other"
+    twins = desired + [twin]
+    for current in (list(twins), copy.deepcopy(twins)):
+        with pytest.raises(UserError, match="appears twice"):
+            compare(twins, current, policy, set())
