@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from functools import lru_cache
 from operator import itemgetter
 
+import orjson
 from jsonpointer import escape as _escape
 
 from gpustack_render.errors import Diagnostics, UserError
@@ -208,10 +209,23 @@ def _warn_removed_without_devices(diag: Diagnostics, name: str, label_ops: list[
                   f"Nodes): removing its {keys} capacity key(s) and {labels} fit label(s)")
 
 
+def _compact_json(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"))``, written by orjson when the two agree: on text
+    that is printable ASCII without a ``\\u`` escape (the stdlib escapes DEL and every non-ASCII
+    character, orjson neither) — the patches' values are strings, so nothing else differs."""
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, separators=(",", ":"))
+    if text.isascii() and text.isprintable() and "\\u" not in text:
+        return text
+    return json.dumps(value, separators=(",", ":"))
+
+
 def kubectl_lines(entries: list[dict[str, Any]]) -> str:
     lines = []
     for entry in entries:
         sub = " --subresource=status" if entry["subresource"] == "status" else ""
-        patch = json.dumps(entry["patch"], separators=(",", ":"))
+        patch = _compact_json(entry["patch"])
         lines.append(f"kubectl patch node {shlex.quote(entry['node'])}{sub} --type=json -p {shlex.quote(patch)}")
     return "\n".join(lines) + ("\n" if lines else "")

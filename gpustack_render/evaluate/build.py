@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Callable, Mapping
 
 from gpustack_render.errors import Diagnostics, Problem, UserError
@@ -34,7 +35,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     nodes, facts_list, groups = _stage3(snapshot, rules, settings, diag, recorder, plan.node_features, flavors)
     aware = rules.is_aware(settings)
     plan.flavors = flavors.flavors()
-    plan.topologies, missing = build_topologies(facts_list, rules, snapshot, diag, recorder)
+    plan.topologies, missing = build_topologies([g.first for g in groups], rules, snapshot, diag, recorder)
     for flavor in plan.flavors:
         existing = snapshot.resource_flavors.get(flavor.name)
         if existing and existing.spec.topologyName and existing.spec.topologyName != flavor.topology_name:
@@ -96,7 +97,7 @@ def _stage3(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag
     problems: list[Problem] = []
     nodes = NodeEvaluator(rules, settings, diag, recorder)
     all_nodes = snapshot.nodes
-    facts_list, groups = nodes.evaluate_all(sorted(all_nodes), all_nodes)
+    facts_list, groups = nodes.evaluate_all(sorted(all_nodes.items(), key=itemgetter(0)))
     flavor_warnings: dict[NodeShape, tuple[str, ...]] = {}
     one_by_one = flavors is not None and recorder is not None
     if flavors is not None and not one_by_one:

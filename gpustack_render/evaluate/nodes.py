@@ -322,8 +322,8 @@ class NodeEvaluator:
         self._cpu_counts[id(cpu)] = (cpu, count)
         return count
 
-    def evaluate_all(self, names: Iterable[str], nodes: Mapping[str, inputs.Node]) -> tuple[list[NodeFacts], list[ShapeGroup]]:
-        """Every Node's facts, in the order of ``names``, and the Nodes grouped by shape: per shape its
+    def evaluate_all(self, nodes: Iterable[tuple[str, inputs.Node]]) -> tuple[list[NodeFacts], list[ShapeGroup]]:
+        """Every Node's facts (``nodes``: name and Node, in order), and the Nodes grouped by shape: per shape its
         first Node's facts and every member's name, in that order, the groups in the order of their
         first Nodes (a recorded evaluation has no shapes: one group per Node). What a Node is warned
         about and its problems are given by :meth:`report`, which the caller interleaves with the
@@ -333,7 +333,7 @@ class NodeEvaluator:
         signature: the label key tuple decides which values are read (:class:`_KeySet`), then those
         values, the idPrefix annotations and the CPU count pick the shape."""
         if self.recorder is not None:
-            facts = [self._evaluate_recorded(name, nodes[name]) for name in names]
+            facts = [self._evaluate_recorded(name, node) for name, node in nodes]
             return facts, [ShapeGroup(f, [f.name]) for f in facts]
         key_sets, cpu_counts, cpu_count_of = self._key_sets, self._cpu_counts, self._cpu_count
         annotation_keys = self._annotation_keys
@@ -343,22 +343,24 @@ class NodeEvaluator:
         by_content: dict[tuple[object, ...], ShapeGroup] = {}  # the same groups by what makes the shape
         out: list[NodeFacts] = []
         append = out.append
-        for name in names:
-            node = nodes[name]
+        for name, node in nodes:
             meta = node.metadata
             labels = meta.labels or {}
             keys = tuple(labels)
             key_set = key_sets.get(keys) or self._key_set(keys)
             capacity = node.status.capacity
             cpu = capacity.get("cpu") if capacity else None
-            hit = cpu_counts.get(id(cpu))
-            cpu_count = hit[1] if hit is not None and hit[0] is cpu else cpu_count_of(cpu)
             annotations = meta.annotations or no_annotations
-            signature = (key_set, key_set.values(labels), cpu_count,
+            # The CPU quantity by id: equal quantities are mostly one shared object (the snapshot
+            # parses each text once), all live as long as this loop, and two objects of one value
+            # make two signatures of one content, hence one group (_group).
+            signature = (key_set, key_set.values(labels), id(cpu),
                          annotations.get(one_annotation) if one_annotation is not None else
                          tuple(map(annotations.get, annotation_keys)))
             group = groups.get(signature)
             if group is None:
+                hit = cpu_counts.get(id(cpu))
+                cpu_count = hit[1] if hit is not None and hit[0] is cpu else cpu_count_of(cpu)
                 group = groups[signature] = self._group(name, labels, annotations, cpu_count, key_set, by_content)
                 if group.first.name == name:
                     append(group.first)
