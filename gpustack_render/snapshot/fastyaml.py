@@ -34,16 +34,10 @@ import json
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
-
-import re2
+from functools import cache
+from typing import Any, Callable, Iterator, NamedTuple
 
 from gpustack_render.snapshot import fastjson
-
-try:  # rapidyaml: without it YAML snapshots are read by yamlio's line reader, as before
-    import ryml  # type: ignore[import-untyped]
-except ImportError:  # pragma: no cover - a declared dependency; kept so a stripped install still works
-    ryml = None
 
 # --- the pre-scan (RE2 syntax: no look-around) ----------------------------------------------------
 _WORDS = (rb"yes|Yes|YES|no|No|NO|True|TRUE|False|FALSE|on|On|ON|off|Off|OFF|Null|NULL|~|<<|="
@@ -57,13 +51,40 @@ _VALUE_END = rb" *(?: #[^\n]*)?$"
 _KEY_AT = rb"^ *(?:- +)*"
 _KEY_END = rb" *:(?: |$)"
 _NOT_PLAIN_KEY = rb"(?:[+.0-9~<=]|-[^ \n])[^\n:]*(?::[^ \n][^\n:]*)*"
-_DANGER = re2.compile(
+_DANGER = (
     rb"(?m)" + _VALUE_AT + rb"(?:" + _WORDS + rb"|" + _ODD_INT + rb"|" + _ANY_FLOAT + rb")" + _VALUE_END
     + rb"|" + _KEY_AT + rb"(?:" + _KEY_WORDS + rb"|" + _NOT_PLAIN_KEY + rb")?" + _KEY_END
     + rb"|" + _VALUE_AT + rb"(?:[,\]}!&*|>%@`]|\[(?:[^\]]|\] *[^ \n])|\{(?:[^}]|\} *[^ \n])|[?:](?: |$))"
     # RE2 reads a bytes pattern as UTF-8: the class is of code points. Anything but printable ASCII
     # and U+00A0-U+00FF declines (C1 controls and NEL, BOM, U+2028/2029, tabs, CR and all else).
     + rb"|[^\n\x20-\x7e\x{a0}-\x{ff}]|\\/|\\u[dD][89a-fA-F]")
+# Lines at column 0 that are not an item of a column-0 sequence (nor a comment or blank line).
+_TOP_LINE = rb"(?m)^(?:[^ \-#\n]|-[^ \n])"
+
+
+class _Engines(NamedTuple):
+    ryml: Any  # the rapidyaml module (untyped), None when missing
+    danger: Any  # re2 compiled patterns (re2 ships no type information)
+    top_line: Any
+
+
+@cache
+def _engines() -> _Engines:
+    """rapidyaml and the compiled scans, loaded on the first YAML file: a JSON snapshot (every large
+    one) never pays for them (~7 ms of imports and compiles)."""
+    import re2
+    try:  # rapidyaml: without it YAML snapshots are read by yamlio's line reader, as before
+        import ryml  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - a declared dependency; kept so a stripped install still works
+        ryml = None
+    return _Engines(ryml, re2.compile(_DANGER), re2.compile(_TOP_LINE))
+
+
+def __getattr__(name: str) -> Any:
+    """``fastyaml.ryml``: the rapidyaml module (``None`` when missing), loaded on first use."""
+    if name == "ryml":
+        return _engines().ryml
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
@@ -74,9 +95,10 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
     A ``kind: *List`` whose items start at column 0 (kubectl's layout) is parsed about a megabyte
     of items at a time: rapidyaml's tree takes ~140 bytes a node, 2.5 GB for 65,000 Nodes at once.
     """
-    if ryml is None or not data or fastjson.looks_like_json(data) or not fastjson.is_utf8(data):
+    if not data or fastjson.looks_like_json(data) or not fastjson.is_utf8(data):
         return None
-    if _DANGER.search(data):
+    engines = _engines()
+    if engines.ryml is None or engines.danger.search(data):
         return None
     chunked = _list_chunks(data)
     if chunked is not None and _is_list(chunked[0]):
@@ -99,8 +121,6 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
 
 
 _CHUNK = 1 << 20  # measured: 1 MB runs parse fastest (4 MB +25 %, 16 MB 2×)
-# Lines at column 0 that are not an item of a column-0 sequence (nor a comment or blank line).
-_TOP_LINE = re2.compile(rb"(?m)^(?:[^ \-#\n]|-[^ \n])")
 _ITEMS_LINE = b"items:\n"
 
 
@@ -109,7 +129,7 @@ def _list_chunks(data: bytes | bytearray) -> tuple[bytes, list[tuple[int, int]]]
     the byte ranges of runs of whole items (each a column-0 sequence of its own). ``None`` for any
     other layout (parsed whole)."""
     tops = []
-    for match in _TOP_LINE.finditer(data):
+    for match in _engines().top_line.finditer(data):
         tops.append(match.start())
         if len(tops) > 64 or data.startswith((b"---", b"..."), match.start()):  # a stream: parsed whole
             return None
@@ -147,7 +167,7 @@ def _chunked_items(data: bytes | bytearray, chunks: list[tuple[int, int]],
     """The items of a column-0 List read chunk by chunk (see :func:`_list_chunks`), in one tree
     reused (its memory, reserved once, is not touched anew for every chunk)."""
     items: list[Any] = []
-    tree = ryml.Tree()
+    tree = _engines().ryml.Tree()
     for begin, end in chunks:
         chunk = bytearray(data[begin:end])  # parsed in place: the tree points into it until emitted
         documents = _json_documents(chunk, tree)
@@ -163,6 +183,7 @@ def _chunked_items(data: bytes | bytearray, chunks: list[tuple[int, int]],
 
 def _json_documents(data: bytearray, tree: Any = None) -> list[bytearray] | None:
     """Each document of ``data`` as rapidyaml writes it in JSON, or ``None`` when it refuses."""
+    ryml = _engines().ryml
     if tree is None:
         tree = ryml.Tree()
     nodes = len(data) // 20 + 64  # kubectl YAML: ~29 bytes a node (a line, one more an item); regrows if short
@@ -181,6 +202,7 @@ def _json_documents(data: bytearray, tree: Any = None) -> list[bytearray] | None
 def _json_of(tree: Any, node: int, guess: int) -> bytearray:
     """One node as JSON, written in one pass when ``guess`` is large enough (kubectl's two-space
     block YAML grows by about half as indented JSON)."""
+    ryml = _engines().ryml
     buffer = bytearray(guess)
     failed, size = ryml.emit_json_to_substr(tree, node, buffer)
     if failed:
