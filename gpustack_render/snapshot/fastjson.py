@@ -1,16 +1,16 @@
 """JSON snapshot files read from bytes in one C pass (msgspec), the bulk kinds typed on the way.
 
 A 10,000-Node ``kubectl get -o json`` List is ~65 MB. ``json.loads`` builds a dict for every
-object only for msgspec to convert it again; here the file is decoded from bytes, the Nodes,
-Devices and Namespaces straight into their typed structs (``inputs.FAST_MODELS``, tagged by
-``kind``). Every other item is handed back as the dict ``json.loads`` would give, for the
-unchanged slow path.
+object only for msgspec to convert it again; here the file is decoded from its bytes (mapped, not
+copied: :func:`map_json`), the Nodes, Devices and Namespaces straight into their typed structs
+(``inputs.FAST_MODELS``, tagged by ``kind``). Every other item is handed back as the dict
+``json.loads`` would give (:func:`plain`), for the unchanged slow path.
 
 Two ways, one result. A List of bulk kinds only (``kubectl get nodes,devices -o json``, the bench
 snapshots) is decoded in one call: its items typed as a union of the three structs. Any other
 file (another kind among the items, an item msgspec refuses, a group that is not the bulk kind's)
 makes that call fail or be thrown away, and the file is read item by item: the List into one raw
-slice per item, then each item typed by the same union or, refused, read by ``json.loads``. A
+slice per item, then each item typed by the same union or, refused, read as plain data. A
 file whose last objects are of other kinds (``gpustack-render snapshot`` writes them last, the
 NodeFeatures among them) goes item by item at once: the one call would fail at its very end.
 
@@ -123,7 +123,9 @@ def map_json(path: Path) -> mmap.mmap | None:
     """A JSON file mapped read-only, for msgspec to decode in place: reading 66 MB into a new bytes
     object cost as much as a third of the typed decode (the copy and the fresh pages), a mapping of
     the page cache next to nothing. ``None`` when it cannot be mapped (empty, not a regular file) or
-    is not JSON (fastyaml and the slow path take bytes)."""
+    is not JSON (fastyaml and the slow path take bytes). (A file truncated in place while it is
+    mapped would fault; ``snapshot -o`` replaces its file by a rename, as editors and ``kubectl
+    ... > file`` into a new file do.)"""
     try:
         with open(path, "rb") as handle:
             mapped = mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ, flags=_MAP_FLAGS)
