@@ -127,6 +127,8 @@ def _node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag
         node = nodes[name]
         devices = all_devices.get(name)
         managed = facts.managed
+        want_capacity: Mapping[str, int]
+        want_labels: Mapping[str, str]
         if managed and devices is not None:
             want_capacity, want_labels = desired_capacity(node, devices, facts), fit_labels(node, devices)
         else:

@@ -120,10 +120,9 @@ def _stage3(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag
             if add_node is not None:
                 add_node(facts, all_nodes[facts.name])
             elif flavor_warnings:
-                warned = flavor_warnings.get(facts.shape)  # type: ignore[arg-type]
-                if warned:
-                    for warning in warned:
-                        diag.warn(f"Node/{facts.name}: {warning}")
+                shape = facts.shape
+                for warning in flavor_warnings.get(shape, ()) if shape is not None else ():
+                    diag.warn(f"Node/{facts.name}: {warning}")
     if node_features is not None:
         node_features.extend(_node_features(rules, facts_list, groups))
     if problems:
