@@ -328,3 +328,63 @@ def test_compare_of_the_desired_objects_themselves_is_what_copies_give() -> None
     for current in (list(twins), copy.deepcopy(twins)):
         with pytest.raises(UserError, match="appears twice"):
             compare(twins, current, policy, set())
+
+
+def _stream(tmp_path: Path) -> Path:
+    code, out, err = invoke("render", str(DEMO))
+    assert code == 0, err
+    path = tmp_path / "prev.yaml"
+    path.write_text(out, encoding="utf-8")
+    return path
+
+
+def _documents(data: bytes) -> list[bytes]:
+    return [b"---\n" + part for part in data.split(b"---\n")[1:]]
+
+
+STREAM_EDITS: dict[str, Callable[[bytes], bytes]] = {
+    "unchanged": lambda data: data,
+    "first document edited": lambda data: data.replace(b"\n", b"\n# c\n", 2),
+    "last document edited": lambda data: data[:-1] + b"x\n",
+    "a document dropped": lambda data: b"".join(_documents(data)[1:]),
+    "two documents swapped": lambda data: b"".join([*_documents(data)[1::-1], *_documents(data)[2:]]),
+    "a document more": lambda data: data + b"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+    "a document twice": lambda data: data + _documents(data)[-1],
+    "a document before": lambda data: b"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n" + data,
+    "the first document twice": lambda data: _documents(data)[0] + data,
+    "crlf": lambda data: data.replace(b"\n", b"\r\n"),
+    "no final newline": lambda data: data[:-1],
+    "comment after": lambda data: data + b"# end\n",
+    "explicit end": lambda data: data + b"...\n",
+    "no first marker": lambda data: data[4:],
+    "marker with a space": lambda data: b"--- \n" + data[4:],
+    "invalid last document": lambda data: data + b"---\na: [\n",
+    "JSON": lambda data: json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        doc for doc in yamlio.parse_documents(data.decode(), "x")]}).encode(),
+}
+
+
+@pytest.mark.parametrize("piece", [1, 3, 256])
+@pytest.mark.parametrize("edit", sorted(STREAM_EDITS))
+def test_a_printed_stream_reads_as_read_manifests_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          edit: str, piece: int) -> None:
+    """``render`` > FILE: the desired objects themselves when FILE is exactly that stream, compared
+    piece by piece from the end (pieces of 1, 3 and all objects); anything else read as before."""
+    from gpustack_render.diff import current
+    monkeypatch.setattr(current, "_PIECE", piece)
+    path = _stream(tmp_path)
+    path.write_bytes(STREAM_EDITS[edit](path.read_bytes()))
+    desired = _desired()
+    kind, objects = _same_as_read_manifests(path, desired)
+    taken = kind == "objects" and all(obj is want for obj, want in zip(objects, desired)) and len(objects) == len(desired)
+    assert taken == (edit == "unchanged")
+
+
+@pytest.mark.parametrize("value", [1.5, (1, 2), {1: "x"}])
+def test_a_stream_of_objects_that_would_not_read_back_is_parsed(tmp_path: Path, value: Any) -> None:
+    desired = _desired()
+    odd = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "odd"}, "data": {"x": value}}
+    path = tmp_path / "prev.yaml"
+    path.write_text(yamlio.dump_yaml_stream([*desired, odd]), encoding="utf-8")
+    objects = read_current(path, [*desired, odd])
+    assert objects == manifests.read_manifests(path) and objects[-1] is not odd
