@@ -11,7 +11,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import orjson
 import yaml
@@ -177,14 +177,19 @@ def load_roundtrip(path: Path, display: str) -> Any:
         raise UserError([Problem(f"invalid YAML: {str(err).splitlines()[0]}", file=display)]) from None
 
 
-def dump_yaml_stream(objects: Iterable[Any]) -> str:
-    """A multi-document YAML stream, every document opened by ``---``."""
+def dump_yaml_stream(objects: Iterable[Any], known: Mapping[int, tuple[Any, Any, Callable[[Any], str]]] | None = None) -> str:
+    """A multi-document YAML stream, every document opened by ``---``. ``known``: for a document
+    (by ``id``, the same object), its row and the writer that writes it (:func:`document_writer`)."""
     documents = list(objects)
     out: list[str] = []
     try:
         for doc in documents:
             out.append("---\n")  # what follows it starts its own line, as in an empty document
-            _emit_document(doc, out)
+            entry = known.get(id(doc)) if known else None
+            if entry is not None and entry[0] is doc:
+                out.append(entry[2](entry[1]))
+            else:
+                _emit_document(doc, out)
         return "".join(out)
     except NotSimple:
         pass
@@ -463,6 +468,73 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], 
         else:
             append(f"{lead}{key_text}: {_scalar(value, kind)}\n")
         lead = pad
+
+
+def document_writer(sample: Any, holes: Sequence[tuple[str, int, bool]]) -> Callable[[Sequence[Any]], str] | None:
+    """How to write, for each row of values, the document that ``sample`` is with each hole filled:
+    ``holes`` are (a word ``sample`` holds exactly once, as a mapping's value; the row index of the
+    value that stands there; whether that value is a mapping of strings). The document is written
+    once by the emitter with the words in place and cut at them, so a row's document is the same
+    text with each value's own text in its place: a scalar as the emitter writes it there, a mapping
+    of strings as its block (``{}`` when empty). ``None`` when a word stands anywhere else (a key, a
+    sequence item, a mapping after a dash) or the sample is not written by the emitter."""
+    try:
+        text = _fast_document(sample)
+    except NotSimple:
+        return None
+    found = []
+    for word, index, mapping in holes:
+        at = text.find(": " + word + "\n")
+        if at < 0 or text.count(word) != 1:
+            return None
+        line = text[text.rfind("\n", 0, at) + 1:at]
+        content = line.lstrip(" ")
+        if mapping and (content.startswith("- ") or content == "-"):
+            return None
+        found.append((at, len(word), index, mapping, " " * (len(line) - len(content) + 2)))
+    found.sort()
+    pieces: list[tuple[str, int, bool, str]] = []
+    start = 0
+    for at, length, index, mapping, inner in found:
+        pieces.append((text[start:at + 1], index, mapping, inner))  # up to the key's colon
+        start = at + 2 + length
+    tail = text[start:]
+
+    def write(row: Sequence[Any]) -> str:
+        out = []
+        for chunk, index, mapping, inner in pieces:
+            out.append(chunk)
+            value = row[index]
+            if mapping:
+                out.append(_block_after_key(value, inner))
+            else:
+                out.append(" " + (_scalar_text(value) if type(value) is str else _scalar(value, type(value))))
+        out.append(tail)
+        return "".join(out)
+    return write
+
+
+# Blocks of mappings of strings per indentation and content (document_writer's rows: label sets
+# repeat across thousands of objects); bounded.
+_BLOCKS: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+_BLOCKS_MAX = 4096
+
+
+def _block_after_key(mapping: dict[str, str], pad: str) -> str:
+    """What follows ``key:`` for a mapping of strings at ``pad``: `` {}``, or its block (the
+    newline before it, none after it)."""
+    if not mapping:
+        return " {}"
+    content = (pad, tuple(mapping.items()))
+    text = _BLOCKS.get(content)
+    if text is None:
+        lines: list[str] = []
+        _emit_mapping(mapping, pad, pad, lines, set())
+        text = "\n" + "".join(lines)[:-1]
+        if len(_BLOCKS) >= _BLOCKS_MAX:
+            _BLOCKS.clear()
+        _BLOCKS[content] = text
+    return text
 
 
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:

@@ -247,3 +247,86 @@ def test_the_stream_is_the_dumper_s(documents: list[dict[str, Any]]) -> None:
         assert yamlio.dump_yaml_stream(documents) == yaml.dump_all(
             documents, Dumper=yamlio.StreamDumper, sort_keys=False, explicit_start=True, default_flow_style=False,
             allow_unicode=True, width=1 << 20)
+
+
+LABELS = [{}, {"a": "1"}, {"b": "yes", "a": "0777"}, {"k": "x" * 200}, {"é": "日本", "z": ""}, {"n": "a: b"}]
+
+
+def _batch_render(tmp: Path, names: list[str], labels: list[dict[str, str]], body: str = BODY) -> Manifests:
+    """A render whose Topology kind is built from a batch (every field plain)."""
+    from gpustack_render import pipeline
+    renderer = _renderer(tmp, body)
+    items = [Plan(name, label=label_value, count=index, labels=labels[index % len(labels)])
+             for index, (name, label_value) in enumerate(zip(names, names[::-1]))]
+    ctx = pipeline.prepare([str(ROOT / "fixtures" / "demo")], [], None)
+    plan = ctx.evaluation.plan
+    with mock.patch.object(render_module, "SLOT_MIN_ITEMS", 1), mock.patch.object(plan, "topologies", items):
+        return renderer.render_plan(plan)
+
+
+def _dumper(objects: list[Any]) -> str:
+    return yaml.dump_all(objects, Dumper=yamlio.StreamDumper, sort_keys=False, explicit_start=True,
+                         default_flow_style=False, allow_unicode=True, width=1 << 20)
+
+
+@pytest.mark.parametrize("names", [
+    [f"n{i}" for i in range(8)],
+    ["yes", "no", "on", "0777", "1e3", "~", "null", "e"],
+    ["a b", "#x", "x #y", "é", "-a", "a" * 150, "'q'", '"d"'],
+    ["line\nbreak", "b", "c", "d"],  # a multi-line value: the whole stream is the dumper's
+])
+def test_objects_built_from_a_batch_are_written_as_the_emitter_writes_them(tmp_path: Path, names: list[str]) -> None:
+    objects = _batch_render(tmp_path, names, LABELS)
+    assert objects.documents  # not vacuous: the kind's objects are known with their writer
+    text = format_objects(objects, "yaml")
+    assert text == yamlio.dump_yaml_stream(list(objects)) == _dumper(list(objects))
+
+
+def test_a_batch_document_is_not_walked(tmp_path: Path) -> None:
+    objects = _batch_render(tmp_path, [f"n{i}" for i in range(8)], LABELS)
+    known = sum(1 for obj in objects if id(obj) in objects.documents)
+    assert all(id(obj) in objects.documents for obj in objects if obj["kind"] == "Topology") and known >= 8
+    with mock.patch.object(yamlio, "_emit_document", wraps=yamlio._emit_document) as walked:
+        format_objects(objects, "yaml")
+    assert walked.call_count == len(objects) - known
+
+
+def test_a_changed_object_is_written_the_general_way(tmp_path: Path) -> None:
+    from gpustack_render.render.output_meta import apply_output_metadata
+    from gpustack_render.rules import KindMetadata
+    objects = _batch_render(tmp_path, [f"n{i}" for i in range(8)], LABELS)
+    added = apply_output_metadata(objects, {"Topology": KindMetadata(annotations=(("team.example/a", "on"),))})
+    assert isinstance(added, Manifests)
+    assert format_objects(added, "yaml") == _dumper(list(added))
+    assert "team.example/a: 'on'" in format_objects(added, "yaml")
+
+
+@pytest.mark.parametrize("sample, holes", [
+    ({"w0": "x"}, [("w0", 0, False)]),  # a key
+    ({"a": ["w0"]}, [("w0", 0, False)]),  # a sequence item
+    ({"a": [{"b": "w0"}]}, [("w0", 0, True)]),  # a mapping after a dash
+    ({"a": "w0", "b": "w0"}, [("w0", 0, False)]),  # twice
+    ({"a": "w0 w1"}, [("w0", 0, False)]),  # inside a scalar
+])
+def test_a_word_anywhere_but_a_mapping_value_has_no_writer(sample: dict[str, Any], holes: list[Any]) -> None:
+    assert yamlio.document_writer(sample, holes) is None
+
+
+def test_a_writer_fills_its_holes() -> None:
+    write = yamlio.document_writer({"a": {"b": "w0", "c": "w1"}, "d": "w2"},
+                                   [("w0", 0, False), ("w1", 1, True), ("w2", 2, False)])
+    assert write is not None
+    for row in [("yes", {"k": "v", "l": "on"}, 3), ("x", {}, None), ("", {"a: b": "1"}, True)]:
+        doc = {"a": {"b": row[0], "c": row[1]}, "d": row[2]}
+        assert write(row) == yamlio.dump_yaml(doc) == yaml.dump(doc, Dumper=yamlio.StreamDumper, sort_keys=False,
+                                                                default_flow_style=False, allow_unicode=True,
+                                                                width=1 << 20)
+
+
+@pytest.mark.parametrize("names", [[f"n{i}" for i in range(8)], ["yes", "line\nbreak", "c", "d"]])
+def test_an_output_directory_holds_what_the_emitter_writes(tmp_path: Path, names: list[str]) -> None:
+    from gpustack_render.emit import file_name, write_directory
+    objects = _batch_render(tmp_path / "t", names, LABELS)
+    write_directory(objects, tmp_path / "out")
+    for obj in objects:
+        assert (tmp_path / "out" / file_name(obj)).read_text(encoding="utf-8") == yamlio.dump_yaml(obj)

@@ -157,12 +157,16 @@ class Renderer:
                    "InstanceType": plan.instance_types, "ClusterQueue": plan.cluster_queues,
                    "LocalQueue": plan.local_queues}
         out: list[dict[str, Any]] = []
-        for kind in RENDER_KINDS:
-            objects, well_formed = self._render_kind(kind, sources[kind])
-            path = str(self.dir / f"{kind}.yaml.j2")
-            out.extend(_sorted_unique(objects, sources[kind], path) if well_formed
-                       else _checked_sorted(objects, sources[kind], path))
-        return Manifests(out, self.floats or self._recorder.floats or self._shapes.floats)
+        documents = self._shapes.documents = {}  # objects built from batches, with their YAML writers
+        try:
+            for kind in RENDER_KINDS:
+                objects, well_formed = self._render_kind(kind, sources[kind])
+                path = str(self.dir / f"{kind}.yaml.j2")
+                out.extend(_sorted_unique(objects, sources[kind], path) if well_formed
+                           else _checked_sorted(objects, sources[kind], path))
+        finally:
+            self._shapes.documents = None
+        return Manifests(out, self.floats or self._recorder.floats or self._shapes.floats, documents)
 
     def render_catalog(self, plan: Plan) -> dict[str, Any]:
         items = sorted(self.render_kind(CATALOG_KIND, plan.catalog), key=_order_key)

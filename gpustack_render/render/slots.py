@@ -55,7 +55,8 @@ from jinja2.ext import Extension
 
 from gpustack_render.memo import Bounded
 from gpustack_render.render.sandbox import DATA_VALUES, BoundedSandbox, public_fields
-from gpustack_render.yamlio import _JSON, _SIMPLE_TEXT_BAD, NotSimple, _plain, has_float, load_simple_block
+from gpustack_render.yamlio import (_JSON, _SIMPLE_TEXT_BAD, NotSimple, _plain, document_writer, has_float,
+                                    load_simple_block)
 
 SLOT_FILTER = "q slot"          # a filter name no template can write (it has a space)
 _MARKERS = re.compile("[\ue000-\ue004]")
@@ -455,11 +456,31 @@ class _RowShape:
     """A shape's builder over a row of readings (:class:`Batch`), ``None`` when the shape cannot be
     used; whether it tidies as it builds (``tidied``), and whether a constant is a float."""
 
-    __slots__ = ("build", "tidied", "floats")
+    __slots__ = ("build", "tidied", "floats", "writers")
 
     def __init__(self, build: Callable[[tuple[Any, ...]], Any] | None, tidied: bool = False,
                  floats: bool = False) -> None:
         self.build, self.tidied, self.floats = build, tidied, floats
+        # per sequence of token forms: how yamlio writes an object of the shape (see writer)
+        self.writers: dict[tuple[int, ...], Callable[[Sequence[Any]], str] | None] = {}
+
+    def writer(self, forms: tuple[int, ...]) -> Callable[[Sequence[Any]], str] | None:
+        """:func:`gpustack_render.yamlio.document_writer` of the objects this shape builds from rows
+        of these forms: the object built from a row of words that each stand for one value (its
+        mappings are mappings of strings: a batch takes no other)."""
+        if forms not in self.writers:
+            words = tuple(f"zzslot{index}q{len(forms)}z" for index in range(len(forms)))
+            writer = None
+            if self.build is not None and self.tidied:
+                try:
+                    sample = self.build(words)
+                except _Untidy:
+                    sample = None
+                if sample is not None:
+                    writer = document_writer(sample, [(word, index, form == OBJECT)
+                                                      for index, (word, form) in enumerate(zip(words, forms))])
+            self.writers[forms] = writer
+        return self.writers[forms]
 
 
 def _compile_row_shape(text: str, slots: int, data_maps: Sequence[tuple[str, str]]) -> _RowShape:
@@ -601,12 +622,12 @@ class Batch:
     each object's slots' readings a row (``rows[i]``, mappings already the object's own copies).
     The slots themselves are made again only for the old path (``__iter__``)."""
 
-    __slots__ = ("chunks", "shape", "simple", "rows", "columns", "recorder")
+    __slots__ = ("chunks", "shape", "simple", "rows", "columns", "recorder", "forms")
 
     def __init__(self, chunks: list[str], shape: str, simple: bool, rows: list[tuple[Any, ...]],
-                 columns: list[list[Any]], recorder: Recorder) -> None:
+                 columns: list[list[Any]], recorder: Recorder, forms: tuple[int, ...]) -> None:
         self.chunks, self.shape, self.simple, self.rows = chunks, shape, simple, rows
-        self.columns, self.recorder = columns, recorder
+        self.columns, self.recorder, self.forms = columns, recorder, forms
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -691,7 +712,7 @@ def _render_columns(env: Environment, straight: Straight, items: Sequence[Any], 
         for total in totals:  # the first object over the limit is the one named
             check_size(fixed + total)
         raise
-    return Batch(chunks, shape, simple, list(zip(*readings)), columns, recorder)
+    return Batch(chunks, shape, simple, list(zip(*readings)), columns, recorder, tuple(forms))
 
 
 def render_all(env: Environment, slotted: Slotted, items: Sequence[Any], recorder: Recorder,
@@ -790,6 +811,9 @@ class ShapeCache:
         self._rows: dict[str, _RowShape] = {}
         self._data_maps = data_maps
         self.floats = False  # whether a shape this cache compiled has a float among its constants
+        # Objects built from batches (by id, with the object, its row and its YAML writer), while a
+        # caller collects them (Renderer.render_plan); else None.
+        self.documents: dict[int, tuple[Any, tuple[Any, ...], Callable[[Sequence[Any]], str]]] | None = None
 
     def build(self, rendered: Sequence[Rendered] | Batch) -> tuple[list[Any], list[int]] | None:
         """The objects and the indices of those the renderer must still tidy; ``None`` when one
@@ -823,7 +847,8 @@ class ShapeCache:
         return objects, untidy
 
     def _build_batch(self, batch: Batch) -> tuple[list[Any], list[int]] | None:
-        """:meth:`build` of a batch: its one shape's row builder mapped over the rows."""
+        """:meth:`build` of a batch: its one shape's row builder mapped over the rows. Objects built
+        tidy are noted in ``documents`` (when given) with their rows and the shape's YAML writer."""
         if not batch.simple:
             return None
         shape = self._rows.get(batch.shape)
@@ -834,7 +859,12 @@ class ShapeCache:
             return None
         if shape.tidied:
             try:
-                return list(map(shape.build, batch.rows)), []
+                objects = list(map(shape.build, batch.rows))
             except _Untidy:  # a fixed map of the shape holds more than strings: built one by one
                 return self.build(list(batch))
+            documents = self.documents
+            writer = shape.writer(batch.forms) if documents is not None else None
+            if writer is not None and documents is not None:
+                documents.update((id(obj), (obj, row, writer)) for obj, row in zip(objects, batch.rows))
+            return objects, []
         return list(map(shape.build, batch.rows)), list(range(len(batch.rows)))
