@@ -45,6 +45,7 @@ keys are written in sorted order, which is what the renderer's tidying makes of 
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 import re
@@ -865,6 +866,6 @@ class ShapeCache:
             documents = self.documents
             writer = shape.writer(batch.forms) if documents is not None else None
             if writer is not None and documents is not None:
-                documents.update((id(obj), (obj, row, writer)) for obj, row in zip(objects, batch.rows))
+                documents.update(zip(map(id, objects), zip(objects, batch.rows, itertools.repeat(writer))))
             return objects, []
         return list(map(shape.build, batch.rows)), list(range(len(batch.rows)))
