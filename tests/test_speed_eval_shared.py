@@ -143,9 +143,12 @@ def test_shared_desired_capacity_is_only_handed_out_when_asked(tmp_path: Path,
     for facts in ctx.partial_evaluation.node_facts:
         devices = ctx.snapshot.devices.get(facts.name)
         node = ctx.snapshot.nodes[facts.name]
-        shared = evaluator.desired(node, devices, facts, shared=True).capacity
-        own = evaluator.desired(node, devices, facts).capacity
-        assert own == shared and (own is not shared or not own)
+        desired = evaluator.desired(node, devices, facts)
+        if not facts.managed or devices is None:
+            assert desired.capacity == {} and desired.labels == {}
+            continue
+        shared, labels = evaluator.desired_parts(node, devices, facts)
+        assert desired.capacity == shared and desired.capacity is not shared and desired.labels == labels
         by_capacity.setdefault(tuple(sorted(shared.items())), []).append(shared)
     sharing = [group for group in by_capacity.values() if len(group) > 1 and group[0]]
     assert sharing and all(all(d is group[0] for d in group) for group in sharing)

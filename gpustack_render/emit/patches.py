@@ -118,7 +118,7 @@ def _node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag
     append = entries.append
     label_paths, status = _Paths("/metadata/labels"), _StatusOps(_Paths("/status/capacity"))
     status_ops_of, owned_in = status.ops, capacity_eval.owned_in
-    desired_capacity, fit_labels = capacity_eval.desired_capacity, capacity_eval.fit_labels
+    desired_parts = capacity_eval.desired_parts
     nodes, all_devices = snapshot.nodes, snapshot.devices
     for facts in evaluation.node_facts:
         name = facts.name
@@ -130,7 +130,7 @@ def _node_patches(snapshot: Snapshot, rules: Rules, evaluation: Evaluation, diag
         want_capacity: Mapping[str, int]
         want_labels: Mapping[str, str]
         if managed and devices is not None:
-            want_capacity, want_labels = desired_capacity(node, devices, facts), fit_labels(node, devices)
+            want_capacity, want_labels = desired_parts(node, devices, facts)
         else:
             want_capacity, want_labels = _NO_CAPACITY, _NO_LABELS
         labels = node.metadata.labels

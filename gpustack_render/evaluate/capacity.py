@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
+from typing import Any, Mapping
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Diagnostics
@@ -34,6 +34,17 @@ _Summary = tuple[str, int, int, int, int, bool, tuple[tuple[str, int], ...]]
 
 
 _NOTHING: dict[str, int] = {}  # the shared empty desired capacity (never written to)
+_NO_CARD: Any = object()  # a ledger row's card, when the spec group has none of its id
+
+
+def _card_slices(status: inputs.AcceleratorStatus) -> int | None:
+    """What the fit labels read of a card (§5): ``None`` for a partitioned card (in no
+    population), else its logicalSliced count (a logical card when positive)."""
+    physical = status.physicalSliced
+    if physical is not None and physical.count > 0:
+        return None
+    logical = status.logicalSliced
+    return logical.count if logical is not None else 0
 
 
 @dataclass
@@ -127,24 +138,26 @@ class CapacityEvaluator:
                 or any(self.owns_label(k) for k in node.metadata.labels or {}))
 
     # --- desired ---------------------------------------------------------------------------------
-    def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts,
-                shared: bool = False) -> NodeDesired:
-        """The Node's desired capacity keys and fit labels. Nodes with equal cards share one
-        capacity mapping: ``shared`` returns it as is (the caller only reads it), else a copy."""
+    def desired(self, node: inputs.Node, devices: inputs.Devices | None, facts: NodeFacts) -> NodeDesired:
+        """The Node's desired capacity keys and fit labels (the caller's own mappings)."""
         if not facts.managed or devices is None:
-            return NodeDesired(_NOTHING if shared else {}, {})
-        capacity = self._capacity(node, devices, facts)
-        return NodeDesired(capacity if shared else dict(capacity), self.fit_labels(node, devices))
+            return NodeDesired({}, {})
+        return NodeDesired(dict(self._capacity(node, devices, facts)), self.fit_labels(node, devices))
 
-    def desired_capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
-        """The desired capacity keys of a managed Node with Devices, the mapping shared by the Nodes
-        with equal cards (the caller only reads it); :meth:`desired` says the rest."""
-        return self._capacity(node, devices, facts)
+    def desired_parts(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts
+                      ) -> tuple[dict[str, int], dict[str, str]]:
+        """``desired(shared=True)`` of a managed Node with Devices as (capacity, fit labels): the
+        capacity mapping is shared by the Nodes with equal cards (the caller only reads it), and
+        the fit-label pass reuses what the capacity pass read of each spec group's cards."""
+        cards: dict[int, dict[str, int | None]] = {}
+        return self._capacity(node, devices, facts, cards), self.fit_labels(node, devices, cards)
 
-    def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts) -> dict[str, int]:
+    def _capacity(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
+                  cards: dict[int, dict[str, int | None]] | None = None) -> dict[str, int]:
         """§4.3-§4.6, decided once per distinct input: the Node's cards summed per aKey (the one
-        per-card pass) and which pools its status.capacity holds as positive decide the keys."""
-        summaries = self._summaries(node, devices, facts)
+        per-card pass) and which pools its status.capacity holds as positive decide the keys.
+        ``cards`` receives, per spec group read, each card's slice count (:func:`_card_slices`)."""
+        summaries = self._summaries(node, devices, facts, None, cards)
         if not summaries:
             return _NOTHING
         capacity = node.status.capacity or {}
@@ -250,9 +263,11 @@ class CapacityEvaluator:
         return self._tally(self._summaries(node, devices, facts, skipped))
 
     def _summaries(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts,
-                   skipped: list[tuple[str, str]] | None = None) -> tuple[_Summary, ...]:
+                   skipped: list[tuple[str, str]] | None = None,
+                   cards: dict[int, dict[str, int | None]] | None = None) -> tuple[_Summary, ...]:
         """Per aKey of the Node with a Devices spec group and a logical or partitioned card, what
-        the formulas read of its cards (the per-card pass; ``skipped`` as :meth:`tallies` says)."""
+        the formulas read of its cards (the per-card pass; ``skipped`` as :meth:`tallies` says;
+        ``cards`` as :meth:`_capacity` says)."""
         akeys = facts.akeys
         if not akeys:
             return ()
@@ -277,10 +292,15 @@ class CapacityEvaluator:
             logical = partitioned = slices = 0
             overcommit_any = False
             profiles: dict[str, int] | None = None  # only partitioned cards have any
+            read: dict[str, int | None] | None = None
+            if cards is not None:
+                read = cards[id(group)] = {}
             for card in group.accelerators:
                 status = card.status
                 physical = status.physicalSliced
                 if physical is not None and physical.count > 0:
+                    if read is not None:
+                        read[card.id] = None
                     partitioned += 1
                     if profiles is None:
                         profiles = defaultdict(int)
@@ -291,6 +311,8 @@ class CapacityEvaluator:
                     self._card_profiles(manufacturer, physical, rows.get(card.id), profiles)
                     continue
                 sliced = status.logicalSliced
+                if read is not None:
+                    read[card.id] = sliced.count if sliced is not None else 0
                 if sliced is not None and sliced.count > 0:
                     logical += 1
                     slices += sliced.count
@@ -384,7 +406,8 @@ class CapacityEvaluator:
             published = pattern.sub(replacement, published)
         return published
 
-    def fit_labels(self, node: inputs.Node, devices: inputs.Devices) -> dict[str, str]:
+    def fit_labels(self, node: inputs.Node, devices: inputs.Devices,
+                   cards: dict[int, dict[str, int | None]] | None = None) -> dict[str, str]:
         """§5: per ledger group, a label per population that has at least one member. The members are
         ledger rows joined to their spec card (``fitLabels.populations``): a spec card without a row
         has no allocation state, so it neither makes a label appear nor counts towards its value.
@@ -393,7 +416,8 @@ class CapacityEvaluator:
         ``logical`` is a logically sliceable card that is not partitioned, ``wholeCard`` any card that
         is not partitioned. A member's free slice units are 0 once every slice slot is taken, however
         much memory is left, else the row's ``remaining`` (a card outside the logical population has
-        no slice slots, so only its ``remaining`` counts)."""
+        no slice slots, so only its ``remaining`` counts). ``cards``: the slice counts per card of
+        the spec groups already read (:meth:`_capacity`), by the group's id."""
         rules = self.rules
         populations: FitPopulations = rules.fit_populations
         sliced_any_card = populations.slicedMaxFreeUnits != "logical"
@@ -415,21 +439,18 @@ class CapacityEvaluator:
                         None)
             if spec is None:
                 continue
-            cards = {c.id: c for c in spec.accelerators}
+            known = cards.get(id(spec)) if cards is not None else None
+            if known is None:  # (a mapping keeps each id's last card, as here)
+                known = {c.id: _card_slices(c.status) for c in spec.accelerators}
             max_free: int | None = None
             shared_members = shared_free = 0
             for row in ledger_group.accelerators:
-                card = cards.get(row.id)
-                if card is None:
-                    continue
-                status = card.status
-                physical = status.physicalSliced
-                if physical is not None and physical.count > 0:
-                    continue  # partitioned: in neither population
-                logical = status.logicalSliced
-                is_logical = logical is not None and logical.count > 0
+                count = known.get(row.id, _NO_CARD)
+                if count is None or count is _NO_CARD:
+                    continue  # partitioned, or no spec card: in neither population
+                is_logical = count > 0
                 if is_logical or sliced_any_card:
-                    free = 0 if is_logical and row.allocatedSlices >= logical.count else row.remaining  # type: ignore[union-attr]
+                    free = 0 if is_logical and row.allocatedSlices >= count else row.remaining
                     if max_free is None or free > max_free:
                         max_free = free
                 if is_logical or shared_any_card:
