@@ -330,3 +330,11 @@ def test_an_output_directory_holds_what_the_emitter_writes(tmp_path: Path, names
     write_directory(objects, tmp_path / "out")
     for obj in objects:
         assert (tmp_path / "out" / file_name(obj)).read_text(encoding="utf-8") == yamlio.dump_yaml(obj)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab/\\\"\x7f\x00\x1f\n\t é\u2028\ud800\ue000")), max_size=6),
+                min_size=1, max_size=4))
+def test_strings_measured_in_bulk_are_judged_as_one_by_one(values: list[str]) -> None:
+    texts = [slots._encode_string(value) for value in values]
+    assert slots._plain_json_strings(texts) == all(slots._SIMPLE_TEXT_BAD.search(text) is None for text in texts)
