@@ -41,7 +41,8 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
     def action(state: dict[str, Any]) -> int:
         from gpustack_render import diff
         from gpustack_render.diff.report import ReportExtras, report
-        from gpustack_render.snapshot.manifests import is_stdin, read_manifests
+        from gpustack_render.diff.current import read_current
+        from gpustack_render.snapshot.manifests import is_stdin
         if is_stdin(against) and "-" in snapshot:
             raise UserError.single("SNAPSHOT and --against cannot both be '-': standard input can be read once")
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
@@ -49,7 +50,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         from gpustack_render import pipeline
         desired = pipeline.render_objects(ctx, templates_dir)
         with stage("current"):
-            current = read_manifests(against, desired) if against is not None else list(ctx.snapshot.raw.values())
+            current = read_current(against, desired) if against is not None else list(ctx.snapshot.raw.values())
         with stage("compare"):
             changes = diff.compare(desired, current, policy, set(ctx.snapshot.raw))
         if include_node_patches:
