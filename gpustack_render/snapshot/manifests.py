@@ -104,6 +104,9 @@ def _decoded(data: str | bytes, display: str) -> str:
 _PLAIN_SCALARS = frozenset((str, int, bool, type(None)))
 
 
+_ONLY_STR = frozenset((str,))
+
+
 def _plain(value: Any) -> bool:
     """Whether ``value`` holds only what both of our writers write and our readers read back as the
     same value: string keys, and strings, ints, booleans, null, mappings and lists (no floats: NaN
@@ -113,7 +116,7 @@ def _plain(value: Any) -> bool:
         node = stack.pop()
         kind = type(node)
         if kind is dict:
-            if not all(type(key) is str for key in node):
+            if not _ONLY_STR.issuperset(map(type, node)):  # (in C: no generator step per key)
                 return False
             items = node.values()
         elif kind is list:
