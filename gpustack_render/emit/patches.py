@@ -71,7 +71,7 @@ _ABSENT = object()
 
 class _StatusOps:
     """The capacity ops of each Node, decided once per distinct input. Nodes with equal cards share
-    one desired mapping (:meth:`CapacityEvaluator.desired` with ``shared``) and equal quantities are
+    one desired mapping (:meth:`CapacityEvaluator.desired_parts`) and equal quantities are
     mostly one shared object (the snapshot parses each text once), so the ops are a function of the
     desired mapping, the owned keys (one tuple per key tuple) and the objects the Node holds under
     the desired keys; all three are kept alive by their owners for the whole pass, so their ids

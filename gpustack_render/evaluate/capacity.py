@@ -146,9 +146,9 @@ class CapacityEvaluator:
 
     def desired_parts(self, node: inputs.Node, devices: inputs.Devices, facts: NodeFacts
                       ) -> tuple[dict[str, int], dict[str, str]]:
-        """``desired(shared=True)`` of a managed Node with Devices as (capacity, fit labels): the
-        capacity mapping is shared by the Nodes with equal cards (the caller only reads it), and
-        the fit-label pass reuses what the capacity pass read of each spec group's cards."""
+        """:meth:`desired` of a managed Node with Devices as (capacity, fit labels), for the caller
+        that only reads them: the capacity mapping is the one shared by the Nodes with equal cards,
+        and the fit-label pass reuses what the capacity pass read of each spec group's cards."""
         cards: dict[int, dict[str, int | None]] = {}
         return self._capacity(node, devices, facts, cards), self.fit_labels(node, devices, cards)
 
