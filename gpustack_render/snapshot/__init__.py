@@ -157,8 +157,24 @@ def read_documents(paths: Iterable[str], problems: list[Problem],
     for display, path in expand_paths(paths):
         if files is not None:
             files.append(display)
-        for doc in _parse_file(display, path, sys.stdin.read() if path is None else None, problems):
+        stdin = stdin_text(problems) if path is None else None
+        if path is None and stdin is None:
+            continue
+        for doc in _parse_file(display, path, stdin, problems):
             yield display, doc
+
+
+def stdin_text(problems: list[Problem]) -> str | None:
+    """Standard input as text, or ``None`` with a problem when its bytes are not UTF-8 (as a file's
+    are worded): Python reads them strictly (an error) or, under a C locale, as lone surrogates that
+    would fail later, in whatever writes them."""
+    try:
+        text = sys.stdin.read()
+        text.encode("utf-8")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        problems.append(Problem("not UTF-8 text", file="<stdin>"))
+        return None
+    return text
 
 
 def _parse_file(display: str, path: Path | None, stdin_text: str | None, problems: list[Problem]) -> list[Any]:
@@ -180,8 +196,10 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
     out: list[_File] = []
     for display, path in expand_paths(paths):
         files.append(display)
-        stdin_text = sys.stdin.read() if path is None else None
-        data = _bytes_of(path, stdin_text)
+        piped = stdin_text(problems) if path is None else None
+        if path is None and piped is None:
+            continue
+        data = _bytes_of(path, piped)
         items = fastjson.read_items(data, fast_models)
         if items is None and not isinstance(data, mmap.mmap):  # (mapped: JSON, which fastyaml declines)
             items = fastyaml.read_items(data, fast_models)
@@ -192,8 +210,8 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
                     items[index] = [_Source(obj, display) for obj in flatten_lists(item, display, problems)]
             out.append(_File(display, path, items, kept))
             continue
-        docs = _parse_file(display, path, stdin_text, problems)
-        stdin_text = None
+        docs = _parse_file(display, path, piped, problems)
+        piped = None
         out.append(_File(display, path, [[_Source(obj, display) for doc in docs
                                           for obj in flatten_lists(doc, display, problems)]]))
     return out

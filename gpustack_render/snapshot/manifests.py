@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
-from gpustack_render.snapshot import flatten_lists
+from gpustack_render.snapshot import flatten_lists, stdin_text
 from gpustack_render.yamlio import parse_documents, read_text
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -51,7 +51,9 @@ def _texts(path: Path | str, problems: list[Problem]) -> Iterator[tuple[str, str
     file's content is its bytes (decoded by :func:`_decoded`, or compared as they are with what
     ``render -o`` writes); standard input is text."""
     if is_stdin(path):
-        yield STDIN_DISPLAY, sys.stdin.read()
+        text = stdin_text(problems)
+        if text is not None:
+            yield STDIN_DISPLAY, text
         return
     for file in _files(Path(path)):
         display = str(file)
