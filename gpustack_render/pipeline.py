@@ -158,12 +158,17 @@ def fit_node_labels(ctx: Context) -> dict[str, dict[str, str]]:
     evaluator = CapacityEvaluator(ctx.rules, ctx.diagnostics)
     skipped = set(uncaptured_devices(ctx.snapshot, ctx.evaluation, evaluator))
     out: dict[str, dict[str, str]] = {}
+    nodes, all_devices = ctx.snapshot.nodes, ctx.snapshot.devices
     for facts in ctx.evaluation.node_facts:
-        node = ctx.snapshot.nodes[facts.name]
-        if facts.name in skipped:
-            out[facts.name] = dict(node.metadata.labels or {})
+        name = facts.name
+        node = nodes[name]
+        labels = dict(node.metadata.labels or {})
+        out[name] = labels
+        if name in skipped:
             continue
-        desired = evaluator.desired(node, ctx.snapshot.devices.get(facts.name), facts).labels
-        labels = {k: v for k, v in (node.metadata.labels or {}).items() if not evaluator.owns_label(k)}
-        out[facts.name] = {**labels, **desired}
+        for key in evaluator.owned_in(facts.label_keys, False):  # the stale fit labels go (each is there)
+            del labels[key]
+        devices = all_devices.get(name)
+        if facts.managed and devices is not None:  # (the capacity is decided too: it warns as node-patches does)
+            labels.update(evaluator.desired_parts(node, devices, facts)[1])
     return out
