@@ -59,8 +59,8 @@ class NodeShape:
 
 @dataclass(frozen=True, eq=False)
 class _KeySet:
-    """What a Node's label *keys* (in order) decide, computed once per distinct key tuple: which
-    labels the signature reads (``read``: those of them present, ``values`` fetches theirs in one
+    """What a Node's label *keys* (``keys``, in order) decide, computed once per distinct key tuple:
+    which labels the signature reads (``read``: those of them present, ``values`` fetches theirs in one
     C call), which the converged view drops, and which topology levels are absent."""
 
     keys: tuple[str, ...]
@@ -315,7 +315,7 @@ class NodeEvaluator:
         return found
 
     def _cpu_count(self, cpu: Fraction | None) -> int:
-        """``status.capacity.cpu`` rounded up, kept per object with the object (:meth:`evaluate` looks
+        """``status.capacity.cpu`` rounded up, kept per object with the object (:meth:`evaluate_all` looks
         it up first): equal quantities are mostly one shared object, as the snapshot parses each text
         once, and rounding a Fraction is Python code."""
         count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
@@ -323,9 +323,9 @@ class NodeEvaluator:
         return count
 
     def evaluate_all(self, nodes: Iterable[tuple[str, inputs.Node]]) -> tuple[list[NodeFacts], list[ShapeGroup]]:
-        """Every Node's facts (``nodes``: name and Node, in order), and the Nodes grouped by shape: per shape its
-        first Node's facts and every member's name, in that order, the groups in the order of their
-        first Nodes (a recorded evaluation has no shapes: one group per Node). What a Node is warned
+        """Every Node's facts (``nodes``: name and Node, in order), and the Nodes grouped by shape:
+        per shape its first Node's facts and every member's name, in that order, the groups in the
+        order of their first Nodes (a recorded evaluation has no shapes: one group per Node). What a Node is warned
         about and its problems are given by :meth:`report`, which the caller interleaves with the
         flavors' warnings per Node.
 
