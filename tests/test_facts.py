@@ -8,12 +8,12 @@ same fact names per scope, each value of the declared type (and of the declared 
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -55,17 +55,17 @@ def _spy(seen: dict[str, list[dict[str, Any]]], scope: str, fn: Callable[..., bo
 def spied_rules(rules: Rules, seen: dict[str, list[dict[str, Any]]]) -> Rules:
     """The rules with every compiled condition recording the facts it is given, by scope."""
     cpu, accel = rules.flavor_cpu, rules.flavor_accelerated
-    return dataclasses.replace(  # Rules is frozen: a spied copy
+    return msgspec.structs.replace(  # Rules is frozen: a spied copy
         rules,
         managed_stamp_when=_spy(seen, "node", rules.managed_stamp_when),
         cpu_only_when=_spy(seen, "node", rules.cpu_only_when),
-        flavor_cpu=dataclasses.replace(cpu, contributes=_spy(seen, "flavor", cpu.contributes),
+        flavor_cpu=msgspec.structs.replace(cpu, contributes=_spy(seen, "flavor", cpu.contributes),
                                        pin_cpu_only=cpu.pin_cpu_only and _spy(seen, "flavor", cpu.pin_cpu_only)),
-        flavor_accelerated=dataclasses.replace(accel, contributes=_spy(seen, "accelerator", accel.contributes)),
-        admission_checks=tuple(dataclasses.replace(a, when=_spy(seen, "queue", a.when)) for a in rules.admission_checks),
-        lifecycle=tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle),
-        lifecycle_save=tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle_save),
-        lifecycle_warnings=tuple(dataclasses.replace(r, when=_spy(seen, "lifecycle", r.when))
+        flavor_accelerated=msgspec.structs.replace(accel, contributes=_spy(seen, "accelerator", accel.contributes)),
+        admission_checks=tuple(msgspec.structs.replace(a, when=_spy(seen, "queue", a.when)) for a in rules.admission_checks),
+        lifecycle=tuple(msgspec.structs.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle),
+        lifecycle_save=tuple(msgspec.structs.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle_save),
+        lifecycle_warnings=tuple(msgspec.structs.replace(r, when=_spy(seen, "lifecycle", r.when))
                                  for r in rules.lifecycle_warnings))
 
 

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Iterator
 
+import msgspec
 import pytest
 from pydantic import BaseModel
 
@@ -25,6 +26,9 @@ def _walk(value: Any, path: str, seen: set[int]) -> Iterator[tuple[str, Any]]:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
             yield from _walk(getattr(value, field.name), f"{path}.{field.name}", seen)
+    elif isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            yield from _walk(getattr(value, name), f"{path}.{name}", seen)
     elif isinstance(value, Mapping):
         for key, item in value.items():
             yield from _walk(key, f"{path}[key {key!r}]", seen)
@@ -42,6 +46,8 @@ def _problems(root: Any) -> list[str]:
         elif dataclasses.is_dataclass(value) and not isinstance(value, type) \
                 and not type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
             out.append(f"{path}: a dataclass that is not frozen ({type(value).__name__})")
+        elif isinstance(value, msgspec.Struct) and not type(value).__struct_config__.frozen:
+            out.append(f"{path}: a record that is not frozen ({type(value).__name__})")
     return out
 
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from pydantic import BaseModel, ValidationError
 
@@ -103,7 +104,15 @@ def test_a_nested_rule_model_validated_on_its_own_still_checks() -> None:
 
 def _records() -> list[type]:
     return [cls for module in (model, expressions, kinds, lifecycle, naming) for cls in vars(module).values()
-            if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == module.__name__]
+            if isinstance(cls, type) and (dataclasses.is_dataclass(cls) or issubclass(cls, msgspec.Struct))
+            and cls.__module__ == module.__name__]
+
+
+def _frozen_eq(cls: type) -> tuple[bool, bool]:
+    if issubclass(cls, msgspec.Struct):
+        return cls.__struct_config__.frozen, cls.__struct_config__.eq
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    return params.frozen, params.eq
 
 
 # Records compared as values (the Output rules' per-kind metadata is compared with what a test or an
@@ -114,24 +123,29 @@ VALUE_RECORDS = {"KindMetadata"}
 def test_compiled_rule_records_are_frozen_and_compare_by_identity() -> None:
     records = _records()
     assert len(records) > 40 and VALUE_RECORDS <= {cls.__name__ for cls in records}
+    assert sum(issubclass(cls, msgspec.Struct) for cls in records) >= 39  # rules/model.py: created in C
     for cls in records:
-        params = cls.__dataclass_params__  # type: ignore[attr-defined]
-        assert params.frozen, cls.__name__
+        frozen, eq = _frozen_eq(cls)
+        assert frozen, cls.__name__
         if cls.__name__ in VALUE_RECORDS:
-            assert params.eq, cls.__name__
+            assert eq, cls.__name__
             continue
-        assert not params.eq and cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__, \
-            f"{cls.__name__}: compiled-rule records are eq=False (never compared; see rules/model.py)"
+        assert not eq, f"{cls.__name__}: compiled-rule records are eq=False (never compared; see rules/model.py)"
+        if not issubclass(cls, msgspec.Struct):
+            assert cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__, cls.__name__
         assert not issubclass(cls, BaseModel)
 
 
 def test_a_record_stays_immutable_and_hashable() -> None:
     one = model.PresetTier(cpu="4", ram="8Gi")
     other = model.PresetTier(cpu="4", ram="8Gi")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         one.cpu = "8"  # type: ignore[misc]
-    assert {one: 1}[one] == 1 and one != other and one == one
-    assert dataclasses.astuple(one) == dataclasses.astuple(other) == ("4", "8Gi")
+    assert {one: 1}[one] == 1 and one != other and one == one and hash(one) != hash(other)
+    assert msgspec.structs.astuple(one) == msgspec.structs.astuple(other) == ("4", "8Gi")
+    assert repr(one) == "PresetTier(cpu='4', ram='8Gi')"  # as the dataclass printed it
+    metadata = model.KindMetadata(labels=(("a", "b"),))
+    assert metadata == model.KindMetadata(labels=(("a", "b"),)) and hash(metadata) == hash(model.KindMetadata(labels=(("a", "b"),)))
 
 
 def test_did_you_mean_still_suggests() -> None:

@@ -39,6 +39,8 @@ def public_fields(cls: type) -> frozenset[str]:
         fields = _NO_FIELDS
         if dataclasses.is_dataclass(cls) and not issubclass(cls, type):
             fields = frozenset(f.name for f in dataclasses.fields(cls) if not f.name.startswith("_"))
+        elif isinstance(struct_fields := getattr(cls, "__struct_fields__", None), tuple):  # a msgspec.Struct
+            fields = frozenset(name for name in struct_fields if not name.startswith("_"))
         _FIELDS[cls] = fields
     return fields
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping
 
+import msgspec
 from jinja2 import StrictUndefined, TemplateSyntaxError, meta
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
@@ -38,8 +38,7 @@ FILTERS: dict[str, Callable[[str], str]] = {"fnv64a": fnv1a64_hex, "lower": str.
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
-@dataclass(frozen=True, eq=False)
-class NameFormat:
+class NameFormat(msgspec.Struct, frozen=True, eq=False):
     """A compiled name format; ``render`` is a tight loop over literal and placeholder parts."""
 
     source: str
@@ -93,8 +92,7 @@ class ArithmeticFailure(ValueError):
     """An expression failed on its input values (the rule's fault, never the renderer's)."""
 
 
-@dataclass(frozen=True, eq=False)
-class Arithmetic:
+class Arithmetic(msgspec.Struct, frozen=True, eq=False):
     """A sandboxed Jinja expression evaluated to a whole number.
 
     ``where`` is the rule's position (file, line, column, rule path), set once compiled, so that an
@@ -197,8 +195,7 @@ SCOPES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, eq=False)
-class Fact:
+class Fact(msgspec.Struct, frozen=True, eq=False):
     """A fact a condition may name: its type, where it is known, and what it means (docs/rules.md)."""
 
     name: str
@@ -347,8 +344,7 @@ def _shown(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else json.dumps(value, ensure_ascii=False)
 
 
-@dataclass(frozen=True, eq=False)
-class Leaf:
+class Leaf(msgspec.Struct, frozen=True, eq=False):
     """One fact or setting a condition read: its text (``cpuCount Gt 0``), the value read, the result."""
 
     text: str
@@ -356,8 +352,7 @@ class Leaf:
     value: bool
 
 
-@dataclass(frozen=True, eq=False)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True, eq=False):
     """A condition's value with why: ``reason`` names the leaves that decided it (``cpuCount is 0,
     needs Gt 0``), ``leaves`` every fact and setting it read."""
 

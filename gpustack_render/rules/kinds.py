@@ -4,10 +4,11 @@ probing expressions, M), so every kind that is intact is compiled even when anot
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 from typing import Any, Callable
+
+import msgspec
 
 from gpustack_render.errors import did_you_mean
 from gpustack_render.k8s import QUALIFIED_KEY
@@ -174,8 +175,7 @@ def _cruft_step(step: Any) -> Callable[[str], str]:
     return str.strip
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledQueues:
+class CompiledQueues(msgspec.Struct, frozen=True, eq=False):
     """``rules/queues.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
     quota_cpu: QuotaRule | None
     quota_accelerated: QuotaRule | None
@@ -201,8 +201,7 @@ def compile_queues(c: Compiler, queues: schema.QueueRules, m: int) -> CompiledQu
     return CompiledQueues(quota["cpu"], quota["accelerated"], tuple(checks), derive)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledCapacity:
+class CompiledCapacity(msgspec.Struct, frozen=True, eq=False):
     """``rules/capacity.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
     families: tuple[CapacityFamilyRule, ...]
     fit_sliced_label: NameFormat | None

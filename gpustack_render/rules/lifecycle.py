@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler, Loc
@@ -11,8 +12,7 @@ from gpustack_render.rules.expressions import always
 from gpustack_render.rules.model import LifecycleMarkers, LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledLifecycle:
+class CompiledLifecycle(msgspec.Struct, frozen=True, eq=False):
     """rules/lifecycle.yaml compiled."""
     stop_policy: tuple[StopPolicyRule, ...]
     save: tuple[SavedStopPolicyRule, ...]

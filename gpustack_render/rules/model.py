@@ -1,16 +1,17 @@
 """The compiled rules: frozen values the stages read (no rule file, no pydantic model needed).
 
-The records are ``eq=False``: compiled once per rules directory and never compared or hashed by
-value (they hold compiled closures, which compare by identity anyway), they would carry generated
-``__eq__``/``__hash__`` nobody calls, and generating methods is most of what importing this module
-costs on every command (a third less per class; issue 14). They stay frozen and hashable (by
-identity)."""
+The records are frozen ``msgspec.Struct`` classes: msgspec creates a class in C, where a dataclass
+generates and compiles its methods (40 records: 13 ms of every command's start, issue 14). They are
+``eq=False``: compiled once per rules directory and never compared or hashed by value (they hold
+compiled closures, which compare by identity anyway); they stay hashable (by identity). A copy
+with changes is ``msgspec.structs.replace``, their fields ``__struct_fields__``."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Mapping
+
+import msgspec
 
 from gpustack_render.rules.expressions import (Arithmetic, CompiledCondition, CompiledVerdict, NameFormat,
                                                compile_verdict)
@@ -23,8 +24,7 @@ CAPACITY_VARIABLES = {"L", "P", "slices", "vram", "overcommit", "M"}
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class RuleCondition:
+class RuleCondition(msgspec.Struct, frozen=True, eq=False):
     """A rule's condition as ``explain`` shows it, compiled at load next to its boolean closure:
     its one-line text, its verdict twin (why it holds or not) and, when it is a single setting, that
     setting's name."""
@@ -36,15 +36,13 @@ class RuleCondition:
 ALWAYS = RuleCondition("always", compile_verdict(None), None)  # an entry written without a condition
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class FitPopulations:
+class FitPopulations(msgspec.Struct, frozen=True, eq=False):
     """Capacity ``fitLabels.populations``: which cards each fit label counts (``logical`` or ``wholeCard``)."""
     slicedMaxFreeUnits: str
     sharedFreeCards: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ManufacturerRule:
+class ManufacturerRule(msgspec.Struct, frozen=True, eq=False):
     """One ``rules/manufacturers.yaml`` item: resource base, partition kind, profile rewrites."""
     name: str
     resource_base: str
@@ -52,8 +50,7 @@ class ManufacturerRule:
     publish_profile: tuple[tuple[re.Pattern[str], str], ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class FlavorKind:
+class FlavorKind(msgspec.Struct, frozen=True, eq=False):
     """A flavor kind of ``rules/grouping.yaml`` (cpu or accelerated): key, who contributes, name."""
     key: tuple[str, ...]
     contributes: CompiledCondition
@@ -61,31 +58,27 @@ class FlavorKind:
     pin_cpu_only: CompiledCondition | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PresetTier:
+class PresetTier(msgspec.Struct, frozen=True, eq=False):
     """The cpu and ram of one unit-resource preset tier."""
     cpu: str
     ram: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PresetEntry:
+class PresetEntry(msgspec.Struct, frozen=True, eq=False):
     """A preset table row flattened for matching: the tier, one prefix's tokens, its ``by`` overrides."""
     tier: str
     tokens: tuple[str, ...]
     by: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CpuManufacturerSource:
+class CpuManufacturerSource(msgspec.Struct, frozen=True, eq=False):
     """Normalisation ``gKey.manufacturer``: the CPU manufacturer label, fallback, absent values."""
     label: str
     fallback: str
     absentValues: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class AnnotationIdSource:
+class AnnotationIdSource(msgspec.Struct, frozen=True, eq=False):
     """A gKey idPrefix source read from an annotation (its ``maxLength`` expression, as written, is
     compiled into :attr:`Rules.id_prefix_max_length`)."""
     annotation: str
@@ -93,57 +86,49 @@ class AnnotationIdSource:
     maxLength: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LabelsIdSource:
+class LabelsIdSource(msgspec.Struct, frozen=True, eq=False):
     """A gKey idPrefix source made of Node labels joined by ``join``."""
     labels: tuple[str, ...]
     join: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class GKeyRule:
+class GKeyRule(msgspec.Struct, frozen=True, eq=False):
     """Normalisation ``gKey`` as written (``explain`` shows it)."""
     maxLength: int
     manufacturer: CpuManufacturerSource
     idPrefix: tuple[AnnotationIdSource | LabelsIdSource, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class AKeyRule:
+class AKeyRule(msgspec.Struct, frozen=True, eq=False):
     """Normalisation ``aKey`` as written: the accelerator label prefix and its value format."""
     labelPrefix: str
     value: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CruftCutAt:
+class CruftCutAt(msgspec.Struct, frozen=True, eq=False):
     """A cruft step: cut the name at the first ``cutAt``."""
     cutAt: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CruftDelete:
+class CruftDelete(msgspec.Struct, frozen=True, eq=False):
     """A cruft step: delete each of these words."""
     delete: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CruftRegex:
+class CruftRegex(msgspec.Struct, frozen=True, eq=False):
     """A cruft step: replace matches of ``regex``."""
     regex: str
     replace: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CruftTrim:
+class CruftTrim(msgspec.Struct, frozen=True, eq=False):
     """A cruft step: trim surrounding whitespace."""
 
 
 CruftRule = CruftCutAt | CruftDelete | CruftRegex | CruftTrim
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class NormalizeNameRule:
+class NormalizeNameRule(msgspec.Struct, frozen=True, eq=False):
     """NormalizeName as written (``explain`` words each cruft step; the steps as functions are
     :attr:`Rules.cruft_steps`)."""
     cruft: tuple[CruftRule, ...]
@@ -152,24 +137,21 @@ class NormalizeNameRule:
     separators: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Normalisation:
+class Normalisation(msgspec.Struct, frozen=True, eq=False):
     """``rules/normalisation.yaml`` compiled; fields named as in the file."""
     gKey: GKeyRule
     aKey: AKeyRule
     normalizeName: NormalizeNameRule
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PresetRow:
+class PresetRow(msgspec.Struct, frozen=True, eq=False):
     """One row of a manufacturer's preset table as written (``explain`` names its prefixes and ``by``)."""
     tier: str
     prefixes: tuple[str, ...]
     by: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Presets:
+class Presets(msgspec.Struct, frozen=True, eq=False):
     """``rules/presets.yaml`` (UnitResourcePresets) compiled; the match table itself is
     :attr:`Rules.preset_entries`, flattened to token prefixes."""
     localStorage: str
@@ -181,23 +163,20 @@ class Presets:
     manufacturers: Mapping[str, tuple[PresetRow, ...]]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class AdmissionCheckRule:
+class AdmissionCheckRule(msgspec.Struct, frozen=True, eq=False):
     """One Queues ``admissionChecks`` entry: an AdmissionCheck and when a queue lists it."""
     name: str
     controller_name: str
     when: CompiledCondition
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class QuotaRule:
+class QuotaRule(msgspec.Struct, frozen=True, eq=False):
     """Queues ``quota`` of one pool kind: the resource name format and the nominalQuota expression."""
     resource: NameFormat
     nominal_quota: Arithmetic
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CapacityFamilyRule:
+class CapacityFamilyRule(msgspec.Struct, frozen=True, eq=False):
     """One Capacity ``families`` entry compiled: its population, pool and capacity keys."""
     name: str
     population: str
@@ -207,8 +186,7 @@ class CapacityFamilyRule:
     profile_key: NameFormat | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class StopPolicyRule:
+class StopPolicyRule(msgspec.Struct, frozen=True, eq=False):
     """One Lifecycle ``stopPolicy`` rule compiled; ``origin`` is its ``file:line`` for ``explain``."""
     name: str
     when: CompiledCondition
@@ -219,8 +197,7 @@ class StopPolicyRule:
     origin: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class SavedStopPolicyRule:
+class SavedStopPolicyRule(msgspec.Struct, frozen=True, eq=False):
     """One Lifecycle ``save`` rule compiled: what a drain records as the policy to restore."""
     name: str
     when: CompiledCondition
@@ -229,8 +206,7 @@ class SavedStopPolicyRule:
     origin: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LifecycleWarningRule:
+class LifecycleWarningRule(msgspec.Struct, frozen=True, eq=False):
     """One Lifecycle ``warnings`` entry compiled: when it is given and its message format."""
     name: str
     when: CompiledCondition
@@ -238,8 +214,7 @@ class LifecycleWarningRule:
     origin: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LifecycleMarkers:
+class LifecycleMarkers(msgspec.Struct, frozen=True, eq=False):
     """The annotation keys the renderer marks its own holds with (rules/lifecycle.yaml ``markers``);
     the fields are named as the rule file names them, so ``mark: [name]`` and the code agree."""
     emptyPlanHold: str
@@ -248,31 +223,27 @@ class LifecycleMarkers:
     inactiveHold: str
 
 
-@dataclass(frozen=True, slots=True)  # a value: compared (tests, overrides), so it keeps __eq__
-class KindMetadata:
+class KindMetadata(msgspec.Struct, frozen=True):  # a value: compared (tests, overrides), so it keeps __eq__
     """``rules/output.yaml`` compiled: what :func:`gpustack_render.render.output_meta.apply_output_metadata`
     adds to every rendered object of one kind, each map sorted by key."""
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class TopologyProfileLabel:
+class TopologyProfileLabel(msgspec.Struct, frozen=True, eq=False):
     """Vocabulary ``topologyProfile``: the Node label naming a profile, the computed one's format."""
     label: str
     format: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class QueueTypeLabel:
+class QueueTypeLabel(msgspec.Struct, frozen=True, eq=False):
     """Vocabulary ``queueType``: the label key and its values on flavors and on queues."""
     key: str
     flavor: str
     queue: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CpuAnnotations:
+class CpuAnnotations(msgspec.Struct, frozen=True, eq=False):
     """Vocabulary ``cpuAnnotations``; ``detail`` and ``cache`` keep the rule file's order (the note's)."""
     product: str
     family: str
@@ -280,8 +251,7 @@ class CpuAnnotations:
     cache: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Vocabulary:
+class Vocabulary(msgspec.Struct, frozen=True, eq=False):
     """``rules/vocabulary.yaml`` compiled; fields named as the rule file names them, so a stage's
     ``vocab.queueType.key`` reads like the entry it refers to."""
     workerApiGroup: str
@@ -295,58 +265,50 @@ class Vocabulary:
     cpuAnnotations: CpuAnnotations
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class NamingDisplay:
+class NamingDisplay(msgspec.Struct, frozen=True, eq=False):
     """The Naming entries that are not name formats (those are compiled into :class:`Rules` fields)."""
     unawareCpuDisplayName: str
     displayNameMaxLength: int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffKind:
+class DiffKind(msgspec.Struct, frozen=True, eq=False):
     """An API group and kind ``diff`` compares (or creates only)."""
     group: str
     kind: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffOwnerLabel:
+class DiffOwnerLabel(msgspec.Struct, frozen=True, eq=False):
     """A label that marks an object as the tool's (any value when ``value`` is None)."""
     key: str
     value: str | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffOwnership:
+class DiffOwnership(msgspec.Struct, frozen=True, eq=False):
     """Diff ``owned``: what makes an object the tool's, so ``diff`` may call it removed."""
     labels: tuple[DiffOwnerLabel, ...]
     namePrefixes: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffIgnoredField:
+class DiffIgnoredField(msgspec.Struct, frozen=True, eq=False):
     """Diff ``ignore``: a field path the comparison leaves out."""
     path: tuple[str, ...]
     whenDesiredUnset: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffDefaultValue:
+class DiffDefaultValue(msgspec.Struct, frozen=True, eq=False):
     """A server default of one field path (Diff ``defaults``)."""
     path: tuple[str, ...]
     value: str | bool | int
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffKindDefaults:
+class DiffKindDefaults(msgspec.Struct, frozen=True, eq=False):
     """Diff ``defaults`` of one kind: the values the API server fills in."""
     group: str
     kind: str
     values: tuple[DiffDefaultValue, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class DiffRules:
+class DiffRules(msgspec.Struct, frozen=True, eq=False):
     """``rules/diff.yaml`` compiled (checked by meta.compile_diff); fields named as in the file."""
     kinds: tuple[DiffKind, ...]
     owned: DiffOwnership
@@ -355,8 +317,7 @@ class DiffRules:
     defaults: tuple[DiffKindDefaults, ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Rules:
+class Rules(msgspec.Struct, frozen=True, eq=False):
     """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
 
     setting_defaults: dict[str, bool]

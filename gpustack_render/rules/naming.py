@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gpustack_render.errors import did_you_mean
 from gpustack_render.rules import schema
@@ -15,8 +15,7 @@ SPLITS = ((True, "whenAware"), (False, "whenUnaware"))
 POOL_KINDS = ((False, "cpu"), (True, "accelerated"))
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledNaming:
+class CompiledNaming(msgspec.Struct, frozen=True, eq=False):
     """``rules/naming.yaml`` compiled; a format is None where its entry did not compile (a problem is reported)."""
     node_feature: NameFormat | None
     topology: NameFormat | None
@@ -54,17 +53,14 @@ def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
                           NamingDisplay(naming.unawareCpuDisplayName, naming.displayNameMaxLength))
 
 
-
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledGroupingFlavor:
+class CompiledGroupingFlavor(msgspec.Struct, frozen=True, eq=False):
     """One Grouping ``flavor`` kind compiled (None: its condition did not compile)."""
     key: tuple[str, ...]
     contributes: CompiledCondition | None
     pin_cpu_only: CompiledCondition | None
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class CompiledGrouping:
+class CompiledGrouping(msgspec.Struct, frozen=True, eq=False):
     """``rules/grouping.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
     flavor: dict[str, CompiledGroupingFlavor]
     pool_identity: dict[bool, tuple[NameFormat | None, NameFormat | None]]  # aware → (general, accelerator)
