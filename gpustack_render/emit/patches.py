@@ -92,7 +92,7 @@ class _StatusOps:
         ops = self._ops.get(memo)
         if ops is None:
             ops = self._ops[memo] = _ops(self.paths, capacity, wanted[2], desired, owned)
-        return [op.copy() for op in ops]
+        return [op.copy() for op in ops] if ops else []
 
 
 NAMED_NODES = 5  # a warning names this many Nodes, then "and N more"

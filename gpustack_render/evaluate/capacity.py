@@ -272,13 +272,14 @@ class CapacityEvaluator:
         if not akeys:
             return ()
         spec_groups = devices.spec.groups
-        groups = ({f"{spec_groups[0].manufacturer}-{spec_groups[0].id}": spec_groups[0]} if len(spec_groups) == 1
-                  else {f"{g.manufacturer}-{g.id}": g for g in spec_groups})
+        only = spec_groups[0] if len(spec_groups) == 1 else None  # the usual Node: one model
+        only_key = f"{only.manufacturer}-{only.id}" if only is not None else ""
+        groups = {} if only is not None else {f"{g.manufacturer}-{g.id}": g for g in spec_groups}
         ledger: dict[tuple[str, str], dict[str, inputs.LedgerAccelerator]] | None = None  # built when first read
         out: list[_Summary] = []
         shape, vram_of, akey_manufacturer = facts.shape, self._vram_of, self._akey_manufacturer
         for akey in akeys:
-            group = groups.get(akey)
+            group = (only if akey == only_key else None) if only is not None else groups.get(akey)
             if group is None:
                 if skipped is not None:
                     skipped.append((akey, "no Devices spec group for this aKey"))
@@ -435,8 +436,12 @@ class CapacityEvaluator:
                                f"keys; no fit labels for it")
                 continue
             # the last spec group of that manufacturer and id, as a mapping of them would hold
-            spec = next((g for g in reversed(spec_groups) if g.id == group_id and g.manufacturer == manufacturer),
-                        None)
+            if len(spec_groups) == 1:
+                only = spec_groups[0]
+                spec = only if only.id == group_id and only.manufacturer == manufacturer else None
+            else:
+                spec = next((g for g in reversed(spec_groups) if g.id == group_id and g.manufacturer == manufacturer),
+                            None)
             if spec is None:
                 continue
             known = cards.get(id(spec)) if cards is not None else None
