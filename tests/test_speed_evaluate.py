@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 from budget import Branches, budget
 from hypothesis import given
@@ -311,8 +312,8 @@ def devices_objects(draw: Any) -> dict[str, Any]:
     return {"metadata": {"name": "n"}, "spec": {"groups": spec}, "status": {"groups": status}}
 
 
-RULES_VARIANTS = {population: dataclasses.replace(
-    load_rules(), fit_populations=dataclasses.replace(load_rules().fit_populations, slicedMaxFreeUnits=population,
+RULES_VARIANTS = {population: msgspec.structs.replace(  # the compiled rules are frozen msgspec Structs
+    load_rules(), fit_populations=msgspec.structs.replace(load_rules().fit_populations, slicedMaxFreeUnits=population,
                                                       sharedFreeCards=other))
     for population, other in (("logical", "wholeCard"), ("wholeCard", "logical"))}
 
