@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -74,7 +73,7 @@ def _objects(dir_fd: int, prefix: str, names: Sequence[str], expected: _Expected
     the file by ("" for ".", "/" for "/", as pathlib joins a plain name)."""
     objects: list[dict[str, Any]] = []
     for name in names:
-        data = _read_at(dir_fd, name)
+        data = _read_bytes(name, dir_fd)
         if data is None:
             return None
         same = expected.object(name, data)
@@ -86,32 +85,6 @@ def _objects(dir_fd: int, prefix: str, names: Sequence[str], expected: _Expected
             return None
         objects.extend(found)
     return objects
-
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-
-
-def _read_at(dir_fd: int, name: str) -> bytes | None:
-    """The bytes of the regular file ``name`` in the directory open as ``dir_fd``, as
-    :func:`~gpustack_render.snapshot.manifests._read_bytes` reads a path (``None`` for anything
-    else, or on any error; non-blocking, so a FIFO is not waited on), opened relative to the
-    directory: one name looked up per file, not the directory's whole path again."""
-    try:
-        fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        chunks = [os.read(fd, info.st_size + 1)]  # one byte more than the size: a short read is EOF
-        while len(chunks[-1]) > (info.st_size if len(chunks) == 1 else 0):  # it grew meanwhile
-            chunks.append(os.read(fd, 1 << 20))
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # Objects written and compared at a time when a YAML stream is checked, from its end (after a look

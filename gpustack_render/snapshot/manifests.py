@@ -69,12 +69,13 @@ def _texts(path: Path | str, problems: list[Problem]) -> Iterator[tuple[str, str
                 problems.extend(err.problems)
 
 
-def _read_bytes(file: Path) -> bytes | None:
+def _read_bytes(file: Path | str, dir_fd: int | None = None) -> bytes | None:
     """A regular file's bytes in four system calls, with no ``stat`` of the path first (one per file
     is a tenth of a second on a 10,000-Node ``-o`` directory); ``None`` for anything else, or on
-    any error. Non-blocking, so a FIFO listed by mistake is not waited on."""
+    any error. Non-blocking, so a FIFO listed by mistake is not waited on. ``dir_fd``: ``file`` is
+    a name in that open directory (one name looked up per file, not the directory's path again)."""
     try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(file, _OPEN_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -89,6 +90,9 @@ def _read_bytes(file: Path) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
 
 
 def _decoded(data: str | bytes, display: str) -> str:
