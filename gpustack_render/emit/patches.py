@@ -58,15 +58,21 @@ def _ops(paths: _Paths, current: Mapping[str, Any], desired: list[tuple[str, Any
             ops.append({"op": "add", "path": paths[key], "value": value})
         elif not have == compared:
             ops.append({"op": "replace", "path": paths[key], "value": value})
+    return _with_removals(ops, paths, wanted, owned)
+
+
+_ABSENT = object()
+
+
+def _with_removals(ops: list[Op], paths: _Paths, wanted: Mapping[str, Any], owned: tuple[str, ...]) -> list[Op]:
+    """``ops`` and a remove of each ``owned`` key that is not ``wanted``, sorted by path (what every
+    patch of labels or capacity ends with)."""
     for key in owned:
         if key not in wanted:
             ops.append({"op": "remove", "path": paths[key]})
     if len(ops) > 1:
         ops.sort(key=_by_path)
     return ops
-
-
-_ABSENT = object()
 
 
 class _StatusOps:
@@ -168,12 +174,7 @@ def _label_ops(paths: _Paths, labels: Mapping[str, str], wanted: Mapping[str, st
             ops.append({"op": "add", "path": paths[key], "value": value})
         elif have != value:
             ops.append({"op": "replace", "path": paths[key], "value": value})
-    for key in owned:
-        if key not in wanted:
-            ops.append({"op": "remove", "path": paths[key]})
-    if len(ops) > 1:
-        ops.sort(key=_by_path)
-    return ops
+    return _with_removals(ops, paths, wanted, owned)
 
 
 def uncaptured_devices(snapshot: Snapshot, evaluation: Evaluation, capacity_eval: CapacityEvaluator) -> list[str]:
