@@ -21,10 +21,9 @@ from typing import Any
 import msgspec
 import pytest
 
-import gpustack_render.snapshot as snapshot_pkg
-from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import fastjson, inputs, load_snapshot
+from gpustack_render.snapshot import fastjson, inputs
+from test_speed_snapshot import _load, _load_both  # the fast reader against the old one, as there
 
 RULES = load_rules(None)
 WORKER_GROUP = RULES.vocabulary.workerApiGroup
@@ -55,24 +54,6 @@ LOCAL_QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
 
 def _list(items: list[Any]) -> bytes:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2).encode()
-
-
-def _load(paths: list[str]) -> Any:
-    try:
-        return load_snapshot(paths, RULES.settings_source, WORKER_GROUP)
-    except UserError as err:
-        return ("error", str(err))
-
-
-def _load_both(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """(fast, old): the old reader is json.loads + fast_validate (the fast reader switched off)."""
-    snapshot_pkg._COMPOSED.clear()
-    fast = _load(paths)
-    with monkeypatch.context() as patch:
-        patch.setattr(fastjson, "read_items", lambda data, models: None)
-        snapshot_pkg._COMPOSED.clear()
-        old = _load(paths)
-    return fast, old
 
 
 def _which_way(data: bytes, monkeypatch: pytest.MonkeyPatch) -> str:
