@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -122,8 +123,21 @@ def parse_documents(text: str, source: str) -> list[Any]:
     """Parse a snapshot file's text (JSON, or a YAML stream) into its documents.
 
     JSON is tried first only when the text looks like JSON: every JSON document is YAML, but the
-    JSON parser is an order of magnitude faster.
+    JSON parser is an order of magnitude faster. Two limits of Python's own are input errors too,
+    not crashes: nesting deeper than the recursion limit, and an integer longer than the digits
+    Python converts (``sys.get_int_max_str_digits()``).
     """
+    try:
+        return _parse_documents(text, source)
+    except RecursionError:
+        raise UserError.single("cannot be read: nested too deeply", file=source) from None
+    except ValueError as err:  # (JSONDecodeError and YAMLError are worded where they are raised)
+        reason = (f"a number longer than {sys.get_int_max_str_digits()} digits"
+                  if "integer string conversion" in str(err) else str(err))
+        raise UserError.single(f"cannot be read: {reason}", file=source) from None
+
+
+def _parse_documents(text: str, source: str) -> list[Any]:
     if _JSON_START.match(text):
         try:
             return [json.loads(text)]

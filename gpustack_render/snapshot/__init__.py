@@ -200,9 +200,12 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         if path is None and piped is None:
             continue
         data = _bytes_of(path, piped)
-        items = fastjson.read_items(data, fast_models)
-        if items is None and not isinstance(data, mmap.mmap):  # (mapped: JSON, which fastyaml declines)
-            items = fastyaml.read_items(data, fast_models)
+        try:
+            items = fastjson.read_items(data, fast_models)
+            if items is None and not isinstance(data, mmap.mmap):  # (mapped: JSON, which fastyaml declines)
+                items = fastyaml.read_items(data, fast_models)
+        except (RecursionError, ValueError):  # nested too deeply, a number too long: the slow path words it
+            items = None
         kept, data = (data if path is None else None), b""  # the bytes of one file at a time (see _File)
         if items is not None:
             for index, item in enumerate(items):
