@@ -11,13 +11,15 @@ one of whose texts it declines, by libyaml.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import operator
 from pathlib import Path
+from types import CodeType
 from typing import Any, Iterable, Sequence
 
 import yaml
-from types import CodeType
 
 from jinja2 import BytecodeCache, FileSystemLoader, StrictUndefined, Template, TemplateError, TemplateSyntaxError
 from jinja2.bccache import Bucket
@@ -308,8 +310,11 @@ def _check_unique(objects: Sequence[dict[str, Any]], items: Sequence[Any], path:
 
 
 def _describe(item: Any) -> str:
-    """A plan item in a few words: its type and its identifying fields."""
-    fields = {k: v for k, v in vars(item).items() if isinstance(v, (str, int, bool)) and v not in ("", None)}
+    """A plan item in a few words: its type and its identifying fields (a slotted plan, as
+    NodeFeaturePlan, has no ``__dict__``: its dataclass fields, in the same order)."""
+    attributes = vars(item) if hasattr(item, "__dict__") else \
+        {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    fields = {k: v for k, v in attributes.items() if isinstance(v, (str, int, bool)) and v not in ("", None)}
     shown = ", ".join(f"{k}={v}" for k, v in list(fields.items())[:6])
     return f"{type(item).__name__}({shown})"
 
