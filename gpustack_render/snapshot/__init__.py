@@ -197,6 +197,8 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
     for display, path in expand_paths(paths):
         files.append(display)
         piped = stdin_text(problems) if path is None else None
+        if path is not None and not path.is_file():  # a pipe (``<(cat f)``) can be read once: as stdin is
+            piped, path = _read_once(path, display, problems), None
         if path is None and piped is None:
             continue
         data = _bytes_of(path, piped)
@@ -218,6 +220,16 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         out.append(_File(display, path, [[_Source(obj, display) for doc in docs
                                           for obj in flatten_lists(doc, display, problems)]]))
     return out
+
+
+def _read_once(path: Path, display: str, problems: list[Problem]) -> str | None:
+    """The text of a file that is not a regular file (a pipe), read once; ``None`` with a problem
+    when it cannot be read. Read a second time, a pipe is empty: its objects would vanish."""
+    try:
+        return read_text(path, display)
+    except UserError as err:
+        problems.extend(err.problems)
+        return None
 
 
 def _bytes_of(path: Path | None, stdin_text: str | None) -> fastjson.Buffer:

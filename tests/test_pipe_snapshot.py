@@ -1,0 +1,58 @@
+"""A snapshot given as a pipe (``render <(kubectl get ... -o yaml)``) is read once, as stdin is: a
+pipe read a second time is empty, so a file the fast readers declined lost its objects (a render
+without them) and a duplicate across files was called "changed while it was read"."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from cli_invoke import REPO, CliResult
+
+DEMO = REPO / "fixtures/demo"
+REST = [str(DEMO / "devices.yaml"), str(DEMO / "namespaces.json")]
+
+
+def _fifo(tmp_path: Path, text: str) -> Path:
+    """A named pipe that gives ``text`` to its first reader and nothing to any later one (a later
+    open gets end of file at once, as ``<(...)`` gives, instead of waiting for a writer forever)."""
+    path = tmp_path / "nodes.yaml"
+    os.mkfifo(path)
+
+    def write() -> None:
+        with open(path, "w", encoding="utf-8") as pipe:
+            pipe.write(text)
+        while True:  # a daemon thread: it ends with the test process
+            with open(path, "w", encoding="utf-8"):
+                pass
+    threading.Thread(target=write, daemon=True).start()
+    return path
+
+
+def _declined_by_the_fast_reader() -> str:
+    """The demo Nodes with a YAML 1.1 boolean, which the rapidyaml pre-scan sends to libyaml."""
+    text = (DEMO / "nodes.yaml").read_text()
+    return text.replace("metadata:\n", "metadata:\n  annotations:\n    note: yes\n", 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("text", [(DEMO / "nodes.yaml").read_text(), _declined_by_the_fast_reader()],
+                         ids=["fast-reader", "libyaml"])
+def test_a_pipe_renders_as_the_file(cli: Callable[..., CliResult], tmp_path: Path, text: str) -> None:
+    regular = tmp_path / "regular.yaml"
+    regular.write_text(text)
+    expected = cli("render", regular, *REST)
+    assert expected.exit_code == 0, expected.output
+    piped = cli("render", _fifo(tmp_path, text), *REST)
+    assert (piped.exit_code, piped.stdout) == (0, expected.stdout), piped.output
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_holding_a_duplicate_is_no_conflict(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    text = (DEMO / "nodes.yaml").read_text()
+    piped = cli("render", DEMO, _fifo(tmp_path, text))
+    assert (piped.exit_code, piped.stdout) == (0, cli("render", DEMO).stdout), piped.output
