@@ -69,7 +69,7 @@ _MAX_DEPTH = 60                 # nesting the generated builder may have (Python
 _NEW_SHAPES = 64                # shapes one kind may add beyond a quarter of its objects
 
 STRING, OBJECT, ARRAY, PLAIN = 0, 1, 2, 3
-_ONLY_STR = {str}
+_ONLY_STR = frozenset({str})
 
 
 def is_text_map(data: dict[Any, Any]) -> bool:
@@ -645,7 +645,6 @@ _SIMPLE = operator.attrgetter("simple")
 _LENGTH = operator.attrgetter("length")
 _FORM = operator.attrgetter("form")
 _READING = operator.attrgetter("reading")
-_STR_ONLY = frozenset({str})
 _DICT_ONLY = frozenset({dict})
 _MEMO_SCALARS = frozenset({int, bool, type(None)})
 
@@ -684,7 +683,7 @@ def _render_columns(env: Environment, straight: Straight, items: Sequence[Any], 
         except Exception:  # raised again, where the template reads it
             return None
         kinds = set(map(type, values))
-        if kinds <= _STR_ONLY:
+        if kinds <= _ONLY_STR:
             texts = list(map(_encode_string, values))
             forms.append(STRING)
             readings.append(values)
