@@ -58,14 +58,17 @@ _DANGER = (
     # RE2 reads a bytes pattern as UTF-8: the class is of code points. Anything but printable ASCII
     # and U+00A0-U+00FF declines (C1 controls and NEL, BOM, U+2028/2029, tabs, CR and all else).
     + rb"|[^\n\x20-\x7e\x{a0}-\x{ff}]|\\/|\\u[dD][89a-fA-F]")
-# Lines at column 0 that are not an item of a column-0 sequence (nor a comment or blank line).
-_TOP_LINE = rb"(?m)^(?:[^ \-#\n]|-[^ \n])"
+# Lines at column 0 that are not an item of a column-0 sequence (nor a comment or blank line): the
+# first line, and any after a newline (RE2 finds ``\n`` followed by one 4× faster than ``(?m)^``:
+# 0.025 s, not 0.105, over a 10,000-Node List).
+_TOP_LINE = rb"(?:[^ \-#\n]|-[^ \n])"
 
 
 class _Engines(NamedTuple):
     ryml: Any  # the rapidyaml module (untyped), None when missing
     danger: Any  # re2 compiled patterns (re2 ships no type information)
-    top_line: Any
+    first_top_line: Any
+    later_top_line: Any
 
 
 @cache
@@ -77,7 +80,7 @@ def _engines() -> _Engines:
         import ryml  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - a declared dependency; kept so a stripped install still works
         ryml = None
-    return _Engines(ryml, re2.compile(_DANGER), re2.compile(_TOP_LINE))
+    return _Engines(ryml, re2.compile(_DANGER), re2.compile(_TOP_LINE), re2.compile(b"\n" + _TOP_LINE))
 
 
 def __getattr__(name: str) -> Any:
@@ -124,14 +127,23 @@ _CHUNK = 1 << 20  # measured: 1 MB runs parse fastest (4 MB +25 %, 16 MB 2×)
 _ITEMS_LINE = b"items:\n"
 
 
+def top_lines(data: bytes | bytearray) -> Iterator[int]:
+    """Where each line at column 0 that is not an item of a column-0 sequence starts (see _TOP_LINE)."""
+    engines = _engines()
+    if engines.first_top_line.match(data):
+        yield 0
+    for match in engines.later_top_line.finditer(data):
+        yield match.start() + 1
+
+
 def _list_chunks(data: bytes | bytearray) -> tuple[bytes, list[tuple[int, int]]] | None:
     """For one document whose ``items:`` sequence starts at column 0: the document without it, and
     the byte ranges of runs of whole items (each a column-0 sequence of its own). ``None`` for any
     other layout (parsed whole)."""
     tops = []
-    for match in _engines().top_line.finditer(data):
-        tops.append(match.start())
-        if len(tops) > 64 or data.startswith((b"---", b"..."), match.start()):  # a stream: parsed whole
+    for top in top_lines(data):
+        tops.append(top)
+        if len(tops) > 64 or data.startswith((b"---", b"..."), top):  # a stream: parsed whole
             return None
     starts = [top for top in tops if data.startswith(_ITEMS_LINE, top)]
     if len(starts) != 1:
