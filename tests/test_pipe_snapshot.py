@@ -56,3 +56,17 @@ def test_a_pipe_holding_a_duplicate_is_no_conflict(cli: Callable[..., CliResult]
     text = (DEMO / "nodes.yaml").read_text()
     piped = cli("render", DEMO, _fifo(tmp_path, text))
     assert (piped.exit_code, piped.stdout) == (0, cli("render", DEMO).stdout), piped.output
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("edit", [("", ""), ("node-a10g", "node-zzz")], ids=["unchanged", "changed"])
+def test_a_previous_render_from_a_pipe_diffs_as_the_file(cli: Callable[..., CliResult], tmp_path: Path,
+                                                         edit: tuple[str, str]) -> None:
+    """``diff --against <(cat prev.yaml)``: was "listed in kustomization.yaml but missing", exit 2."""
+    previous = cli("render", DEMO).stdout.replace(*edit)
+    regular = tmp_path / "prev.yaml"
+    regular.write_text(previous)
+    expected = cli("diff", "--against", regular, DEMO)
+    assert expected.exit_code in (0, 1), expected.output
+    piped = cli("diff", "--against", _fifo(tmp_path, previous), DEMO)
+    assert (piped.exit_code, piped.stdout, piped.stderr) == (expected.exit_code, expected.stdout, expected.stderr)

@@ -55,11 +55,17 @@ def _texts(path: Path | str, problems: list[Problem]) -> Iterator[tuple[str, str
         if text is not None:
             yield STDIN_DISPLAY, text
         return
-    for file in _files(Path(path)):
+    given = Path(path)
+    for file in _files(given):
         display = str(file)
         data = _read_bytes(file)
         if data is not None:
             yield display, data
+        elif file == given:  # the path given is not a regular file (a pipe, ``<(cat f)``), or unreadable
+            try:
+                yield display, read_text(file, display)
+            except UserError as err:
+                problems.extend(err.problems)
         elif not file.is_file():  # not a regular file, or unreadable: as the plain sequence words it
             problems.append(Problem("listed in kustomization.yaml but missing", file=display))
         else:
