@@ -1,16 +1,14 @@
 """Fast checks of the benchmark snapshot generator (tests/bench/gen_snapshot.py)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_generator import load_generator
 
-GEN_PATH = Path(__file__).resolve().parent / "bench" / "gen_snapshot.py"
 N = 20
 NS = 5
 
@@ -23,23 +21,14 @@ KNOWN_MANUFACTURERS = {"amd", "ascend", "cambricon", "hygon", "iluvatar", "metax
                        "nvidia", "thead"}
 
 
-@lru_cache(maxsize=None)
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_snapshot_under_test", GEN_PATH)
-    assert spec is not None and spec.loader is not None, GEN_PATH
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
-    return _generator()
+    return load_generator()
 
 
 def run_generator(out: Path, *args: str) -> bytes:
     """The generator's command line (``main(argv)``), in process."""
-    assert _generator().main([*args, "-o", str(out)]) in (0, None)
+    assert load_generator().main([*args, "-o", str(out)]) in (0, None)
     return out.read_bytes()
 
 

@@ -12,16 +12,14 @@ patch loop written out in the test, every flavor tested against every signature,
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import random
 import shutil
-from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_generator import load_generator
 
 from gpustack_render import pipeline
 from gpustack_render.emit import patches
@@ -32,18 +30,6 @@ from gpustack_render.evaluate.queues import NodeMatcher
 from gpustack_render.evaluate.record import Records
 from gpustack_render.rules.resources import default_rules_dir
 
-REPO = Path(__file__).resolve().parents[1]
-GEN_PATH = REPO / "tests" / "bench" / "gen_snapshot.py"
-
-
-@lru_cache(maxsize=None)
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_snapshot_for_speed_eval_shared", GEN_PATH)
-    assert spec is not None and spec.loader is not None, GEN_PATH
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def _write(path: Path, items: list[dict[str, Any]]) -> str:
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
@@ -53,7 +39,7 @@ def _write(path: Path, items: list[dict[str, Any]]) -> str:
 @pytest.fixture(scope="module")
 def generated_items() -> list[dict[str, Any]]:
     """300 Nodes of the benchmark's machine mix with their Devices."""
-    return list(_generator().generate(300, 3, seed=11)["items"])
+    return list(load_generator().generate(300, 3, seed=11)["items"])
 
 
 def _drifted(items: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:

@@ -13,16 +13,14 @@ Nodes, flavors, pools; ``node-patches``: Nodes) must give what the full one give
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import shutil
-from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import msgspec
 import pytest
+from bench_generator import load_generator
 from budget import Branches, budget
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,23 +35,13 @@ from gpustack_render.rules.resources import default_rules_dir
 from gpustack_render.snapshot import inputs
 
 REPO = Path(__file__).resolve().parents[1]
-GEN_PATH = REPO / "tests" / "bench" / "gen_snapshot.py"
-
-
-@lru_cache(maxsize=None)
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_snapshot_for_speed_evaluate", GEN_PATH)
-    assert spec is not None and spec.loader is not None, GEN_PATH
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """400 Nodes of the benchmark's machine mix (several Nodes per shape, many shapes)."""
     path = tmp_path_factory.mktemp("generated") / "snapshot.json"
-    path.write_text(json.dumps(_generator().generate(400, 5, seed=3)))
+    path.write_text(json.dumps(load_generator().generate(400, 5, seed=3)))
     return path
 
 

@@ -1,0 +1,20 @@
+"""The benchmark's snapshot generator (tests/bench/gen_snapshot.py, a script, not a package) loaded
+once as a module, for the tests that generate realistic snapshots in process."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+GEN_PATH = Path(__file__).resolve().parent / "bench" / "gen_snapshot.py"
+
+
+@lru_cache(maxsize=None)
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_snapshot_under_test", GEN_PATH)
+    assert spec is not None and spec.loader is not None, GEN_PATH
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
