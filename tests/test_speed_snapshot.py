@@ -41,12 +41,13 @@ def _load(paths: list[str]) -> Any:
     return snap
 
 
-def _load_both(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """(fast, old) results of loading ``paths``."""
+def _load_both(paths: list[str], monkeypatch: pytest.MonkeyPatch, fast_reader: Any = fastjson) -> tuple[Any, Any]:
+    """(fast, old) results of loading ``paths``: old with ``fast_reader`` (fastjson or fastyaml)
+    declining every file."""
     snapshot_pkg._COMPOSED.clear()
     fast = _load(paths)
     with monkeypatch.context() as patch:
-        patch.setattr(fastjson, "read_items", lambda data, models: None)
+        patch.setattr(fast_reader, "read_items", lambda data, models: None)
         snapshot_pkg._COMPOSED.clear()
         old = _load(paths)
     return fast, old
@@ -460,7 +461,7 @@ def test_kubectl_style_yaml_takes_the_fast_path(tmp_path: Path, monkeypatch: pyt
     path = tmp_path / "nodes.yaml"
     path.write_text(KUBECTL_NODE, encoding="utf-8")
     monkeypatch.setattr(fastyaml, "read_items", _counted(fastyaml.read_items, calls := []))
-    fast, old = _load_both_yaml([str(path)], monkeypatch)
+    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
     assert calls == [True] and not isinstance(fast, tuple) and fast == old
     assert isinstance(fast.nodes["gpu-1"], inputs.FastNode) and fast.namespaces == ["team-a"]
 
@@ -497,19 +498,9 @@ def yaml_files(draw: Any) -> list[str]:
 def test_fast_yaml_snapshots_read_as_before(tmp_path_factory: pytest.TempPathFactory,
                                             monkeypatch: pytest.MonkeyPatch, texts: list[str]) -> None:
     paths = _write(tmp_path_factory.mktemp("snap"), texts, ".yaml")
-    fast = _load_both_yaml(paths, monkeypatch)
+    fast = _load_both(paths, monkeypatch, fastyaml)
     event("refused" if isinstance(fast[0], tuple) else "read")
     assert fast[0] == fast[1]
-
-
-def _load_both_yaml(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    snapshot_pkg._COMPOSED.clear()
-    fast = _load(paths)
-    with monkeypatch.context() as patch:
-        patch.setattr(fastyaml, "read_items", lambda data, models: None)
-        snapshot_pkg._COMPOSED.clear()
-        old = _load(paths)
-    return fast, old
 
 
 def test_rapidyaml_errors_stay_off_stderr(capfd: pytest.CaptureFixture[str]) -> None:
@@ -564,7 +555,7 @@ def test_lists_read_in_chunks_read_as_whole(monkeypatch: pytest.MonkeyPatch, ite
 def test_odd_yaml_files_read_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     path = tmp_path / "snap.yaml"
     path.write_bytes(text.encode("utf-8"))
-    fast, old = _load_both_yaml([str(path)], monkeypatch)
+    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
     assert fast == old
 
 
@@ -584,5 +575,5 @@ def test_control_and_break_characters_are_declined(tmp_path: Path, monkeypatch: 
     assert _fast_yaml(text) is None
     path = tmp_path / "snap.yaml"
     path.write_bytes(text.encode("utf-8"))
-    fast, old = _load_both_yaml([str(path)], monkeypatch)
+    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
     assert fast == old
