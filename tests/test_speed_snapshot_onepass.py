@@ -23,7 +23,7 @@ import pytest
 
 from gpustack_render.rules import load_rules
 from gpustack_render.snapshot import fastjson, inputs
-from test_speed_snapshot import _load, _load_both  # the fast reader against the old one, as there
+from test_speed_snapshot import _load, _load_both, _typed  # the fast reader against the old one
 
 RULES = load_rules(None)
 WORKER_GROUP = RULES.vocabulary.workerApiGroup
@@ -248,18 +248,9 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-def _typed_value(value: Any) -> Any:
-    """``value`` with every scalar's type and repr (``1``, ``1.0``, ``True``, ``-0.0`` differ)."""
-    if isinstance(value, dict):
-        return ("map", [(_typed_value(k), _typed_value(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return ("seq", [_typed_value(v) for v in value])
-    return (type(value).__name__, repr(value))
-
-
 def _outcome(read: Any, text: bytes) -> Any:
     try:
-        return _typed_value(read(text))
+        return _typed(read(text))
     except (ValueError, RecursionError) as err:
         return ("refused", type(err).__name__)
 
