@@ -22,13 +22,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from gpustack_render.errors import UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists
-from gpustack_render.snapshot.manifests import _decoded, _plain, _read_bytes, is_stdin, read_manifests
-from gpustack_render.yamlio import dump_json, dump_yaml_stream, parse_documents
+from gpustack_render.snapshot.manifests import _decoded, _plain, _read_bytes, _Written, is_stdin, read_manifests
+from gpustack_render.yamlio import dump_yaml_stream, parse_documents
 
 KUSTOMIZATION = "kustomization.yaml"
 _RESOURCES = b"resources:\n"
@@ -61,13 +61,13 @@ def read_current(path: Path | str, desired: Sequence[dict[str, Any]]) -> list[di
     except OSError:
         return read_manifests(path, desired)
     try:
-        objects = _objects(dir_fd, str(directory / "x")[:-1], names, _Expected(desired))
+        objects = _objects(dir_fd, str(directory / "x")[:-1], names, _Written(desired))
     finally:
         os.close(dir_fd)
     return read_manifests(path, desired) if objects is None else objects
 
 
-def _objects(dir_fd: int, prefix: str, names: Sequence[str], expected: _Expected) -> list[dict[str, Any]] | None:
+def _objects(dir_fd: int, prefix: str, names: Sequence[str], expected: _Written) -> list[dict[str, Any]] | None:
     """The objects of the listed files in their order; ``None`` at the first file ``read_manifests``
     would report a problem for. ``prefix`` joined with a name is the path ``read_manifests`` names
     the file by ("" for ".", "/" for "/", as pathlib joins a plain name)."""
@@ -152,43 +152,6 @@ def _listed(kustomization: Path) -> list[str] | None:
             or probe[0]["resources"] != [_PROBE[2:-1]]:
         return None
     return data[start:-1].decode("ascii").replace("- ", "").split("\n")
-
-
-class _Expected:
-    """The desired objects by the file ``render -o`` writes each to (the first object for a name,
-    in either format) and the writer of that format: a file holding exactly what the writer gives
-    for its object reads back as that object, unparsed (as ``read_manifests`` takes it)."""
-
-    def __init__(self, desired: Sequence[dict[str, Any]]) -> None:
-        from gpustack_render.emit import MANIFEST_FORMATS, file_name
-        self.writers: list[tuple[str, Callable[[Any], str]]] = list(MANIFEST_FORMATS.values())
-        self.by_stem: dict[str, dict[str, Any]] = {}
-        for obj in desired:
-            try:
-                stem = file_name(obj, "")
-            except (KeyError, TypeError, AttributeError):
-                continue
-            self.by_stem.setdefault(stem, obj)
-
-    def candidate(self, name: str) -> tuple[dict[str, Any] | None, Callable[[Any], str] | None]:
-        """The desired object written to the file ``name``, and the writer it is written with."""
-        for suffix, dump in self.writers:
-            if name.endswith(suffix):
-                return self.by_stem.get(name[:-len(suffix)]), dump
-        return None, None
-
-    def object(self, name: str, data: bytes) -> dict[str, Any] | None:
-        """The desired object that the file ``name`` holds byte for byte, if any."""
-        if b"\r" in data:
-            return None
-        obj, dump = self.candidate(name)
-        if obj is None or dump is None or not _plain(obj):
-            return None
-        try:  # a plain object holds no float: the JSON writer need not look for one
-            written = (dump_json(obj, floats=False) if dump is dump_json else dump(obj)).encode("utf-8")
-        except Exception:  # noqa: BLE001 - whatever the writers refuse is simply read back as usual
-            return None
-        return obj if written == data else None
 
 
 def _complete(obj: dict[str, Any]) -> bool:

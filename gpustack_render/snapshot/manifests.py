@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists, stdin_text
-from gpustack_render.yamlio import parse_documents, read_text
+from gpustack_render.yamlio import dump_json, parse_documents, read_text
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
@@ -145,29 +144,38 @@ def _plain(value: Any) -> bool:
 
 
 class _Written:
-    """The desired objects by the file ``render -o`` writes each to, and the bytes it writes: a
-    current file holding exactly those bytes reads back as that object, so it is not parsed (a
-    10,000-Node render directory is 45 MB of YAML). Anything else is read as usual."""
+    """The desired objects by the file ``render -o`` writes each to (the first object for a name,
+    in either format) and the writer of that format: a current file holding exactly the bytes the
+    writer gives for its object reads back as that object, so it is not parsed (a 10,000-Node
+    render directory is 45 MB of YAML). Anything else is read as usual."""
 
     def __init__(self, desired: Sequence[dict[str, Any]]) -> None:
         from gpustack_render.emit import MANIFEST_FORMATS, file_name
-        self.by_file: dict[str, tuple[dict[str, Any], Callable[[Any], str]]] = {}
+        self.writers: list[tuple[str, Callable[[Any], str]]] = list(MANIFEST_FORMATS.values())
+        self.by_stem: dict[str, dict[str, Any]] = {}
         for obj in desired:
             try:
-                for suffix, dump in MANIFEST_FORMATS.values():
-                    self.by_file.setdefault(file_name(obj, suffix), (obj, dump))
+                stem = file_name(obj, "")
             except (KeyError, TypeError, AttributeError):
                 continue
+            self.by_stem.setdefault(stem, obj)
+
+    def _candidate(self, name: str) -> tuple[dict[str, Any] | None, Callable[[Any], str] | None]:
+        """The desired object written to the file ``name``, and the writer it is written with."""
+        for suffix, dump in self.writers:
+            if name.endswith(suffix):
+                return self.by_stem.get(name[:-len(suffix)]), dump
+        return None, None
 
     def object(self, display: str, data: str | bytes) -> dict[str, Any] | None:
         """The desired object that the file ``display`` holds byte for byte, if any."""
         if not isinstance(data, bytes) or b"\r" in data:
             return None
-        obj, dump = self.by_file.get(display.rsplit("/", 1)[-1], (None, None))
+        obj, dump = self._candidate(display.rsplit("/", 1)[-1])
         if obj is None or dump is None or not _plain(obj):
             return None
-        try:
-            written = dump(obj).encode("utf-8")
+        try:  # a plain object holds no float: the JSON writer need not look for one
+            written = (dump_json(obj, floats=False) if dump is dump_json else dump(obj)).encode("utf-8")
         except Exception:  # noqa: BLE001 - whatever the writers refuse is simply read back as usual
             return None
         return obj if written == data else None
