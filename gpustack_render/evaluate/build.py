@@ -138,12 +138,7 @@ def _node_features(rules: Rules, facts_list: list[NodeFacts], groups: list[Shape
         return [NodeFeaturePlan(feature_name(f.name), namespace, f.name, dict(sorted(f.feature_labels.items())))
                 for f in facts_list]
     labels_of = {group.first.shape: dict(group.first.shape.feature_sorted) for group in groups}  # type: ignore[union-attr]
-    affixes = _node_feature_affixes(rules)
-    if affixes is None:
-        return [NodeFeaturePlan(feature_name(f.name), namespace, f.name, labels_of[f.shape].copy()) for f in facts_list]
-    before, after = affixes
-    return [NodeFeaturePlan(f"{before}{name}{after}", namespace, name, labels_of[f.shape].copy())
-            for f in facts_list for name in (f.name,)]
+    return [NodeFeaturePlan(feature_name(f.name), namespace, f.name, labels_of[f.shape].copy()) for f in facts_list]
 
 
 def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
