@@ -239,6 +239,12 @@ def mapping_field(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def is_list_kind(kind: Any) -> bool:
+    """Whether ``kind`` names a list (``List``, ``NodeList``, ...): kubectl's way of holding many
+    objects in one document, whose ``items`` are the objects."""
+    return isinstance(kind, str) and kind.endswith("List")
+
+
 def identity(obj: dict[str, Any]) -> Key:
     """What the API server keys an object by: apiVersion group (not version), kind, namespace,
     name; a missing part is ``""``. Callers that must refuse incomplete objects check first."""

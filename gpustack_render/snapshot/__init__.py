@@ -20,7 +20,7 @@ from pydantic_core import ErrorDetails
 
 from gpustack_render.snapshot import fastjson, fastyaml, inputs
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.k8s import field_path, identity
+from gpustack_render.k8s import field_path, identity, is_list_kind
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
@@ -143,7 +143,7 @@ def flatten_lists(doc: Any, file: str, problems: list[Problem]) -> Iterator[dict
         problems.append(Problem("a document must be a mapping (a Kubernetes object)", file=file))
         return
     kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+    if is_list_kind(kind) and isinstance(doc.get("items"), list):
         for item in doc["items"]:
             yield from flatten_lists(item, file, problems)
         return

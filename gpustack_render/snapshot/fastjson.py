@@ -32,6 +32,7 @@ from typing import Any, Callable, Union, cast
 
 import msgspec
 
+from gpustack_render.k8s import is_list_kind
 from gpustack_render.snapshot import inputs
 
 # A document opening after JSON's insignificant whitespace (RFC 8259), which both json.loads and
@@ -196,8 +197,7 @@ def raw_items(data: Buffer, checked: bool = False) -> list[msgspec.Raw | Buffer]
     try:
         try:
             listed = _TOP_LIST.decode(data)
-            is_list = isinstance(listed.kind, str) and listed.kind.endswith("List")
-            items = listed.items if is_list else None
+            items = listed.items if is_list_kind(listed.kind) else None
         except msgspec.ValidationError:  # ``items`` of another type, or not an object: read apart
             items = _list_items(_TOP.decode(data))
     except msgspec.DecodeError:  # not JSON msgspec reads (NaN, a lone surrogate, ...) or not an object
@@ -207,7 +207,7 @@ def raw_items(data: Buffer, checked: bool = False) -> list[msgspec.Raw | Buffer]
 
 def _list_items(top: _Top) -> list[msgspec.Raw] | None:
     """A List's items, or ``None`` when the file is one object (``flatten_lists``' rule)."""
-    if not (isinstance(top.kind, str) and top.kind.endswith("List")) or top.items is _NO_ITEMS:
+    if not is_list_kind(top.kind) or top.items is _NO_ITEMS:
         return None
     try:
         return _ITEMS.decode(top.items)
@@ -228,7 +228,7 @@ def _typed_list(data: Buffer, fast_models: FastModels) -> list[Any] | None:
         top = _BULK_LIST.decode(data)
     except (msgspec.DecodeError, RecursionError):  # (nesting ~1,000 deep: as the item-wise read words it)
         return None
-    if not (isinstance(top.kind, str) and top.kind.endswith("List")) or top.items is None:
+    if not is_list_kind(top.kind) or top.items is None:
         return None
     return top.items if _all_typed(top.items, fast_models) else None
 

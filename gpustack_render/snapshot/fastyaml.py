@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any, Callable, Iterator, NamedTuple
 
+from gpustack_render.k8s import is_list_kind
 from gpustack_render.snapshot import fastjson
 
 # --- the pre-scan (RE2 syntax: no look-around) ----------------------------------------------------
@@ -171,7 +172,7 @@ def _is_list(rest: bytes) -> bool:
         top = json.loads(head[0]) if head is not None and len(head) == 1 else None
     except ValueError:
         return False
-    return isinstance(top, dict) and isinstance(top.get("kind"), str) and top["kind"].endswith("List")
+    return isinstance(top, dict) and is_list_kind(top.get("kind"))
 
 
 def _chunked_items(data: bytes | bytearray, chunks: list[tuple[int, int]],
