@@ -220,7 +220,7 @@ def _chunked_items(data: bytes | bytearray, chunks: list[tuple[int, int]],
     items: list[Any] = []
     tree = _engines().ryml.Tree()
     for begin, end in chunks:
-        chunk = bytearray(data[begin:end])  # parsed in place: the tree points into it until emitted
+        chunk = bytearray(memoryview(data)[begin:end])  # parsed in place (one copy): the tree points into it
         documents = _json_documents(chunk, tree)
         found = fastjson.read_list(documents[0], fast_models) if documents is not None and len(documents) == 1 \
             else None
