@@ -5,6 +5,7 @@ without them) and a duplicate across files was called "changed while it was read
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Callable
@@ -70,3 +71,42 @@ def test_a_previous_render_from_a_pipe_diffs_as_the_file(cli: Callable[..., CliR
     assert expected.exit_code in (0, 1), expected.output
     piped = cli("diff", "--against", _fifo(tmp_path, previous), DEMO)
     assert (piped.exit_code, piped.stdout, piped.stderr) == (expected.exit_code, expected.stdout, expected.stderr)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("reader", ["diff --against", "read_manifests"])
+def test_a_named_pipe_given_is_not_probed(cli: Callable[..., CliResult], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    """The non-blocking probe of regular files (``manifests._read_bytes``) must not open a named
+    pipe given as the path: its writer's one open can meet the probe, which closes without reading,
+    and the real read then gets nothing (a previous render read as empty: everything "added") or
+    waits for ever. Both places that probe (``diff/current`` and ``manifests``) are watched."""
+    from gpustack_render.diff import current
+    from gpustack_render.snapshot import manifests
+
+    probed: list[str] = []
+    real = manifests._read_bytes
+
+    def probe(file: Path | str, dir_fd: int | None = None) -> bytes | None:
+        probed.append(str(file))
+        if stat.S_ISFIFO(os.stat(file, dir_fd=dir_fd).st_mode):  # not opened: a failure, not a hang
+            return None
+        return real(file, dir_fd)
+
+    monkeypatch.setattr(manifests, "_read_bytes", probe)
+    monkeypatch.setattr(current, "_read_bytes", probe)
+    previous = cli("render", DEMO).stdout
+    regular = tmp_path / "prev.yaml"
+    regular.write_text(previous)
+
+    def read(path: Path) -> object:
+        if reader == "read_manifests":
+            return manifests.read_manifests(path)
+        result = cli("diff", "--against", path, DEMO)
+        return result.exit_code, result.stdout, result.stderr
+
+    expected = read(regular)
+    assert str(regular) in probed  # a regular file is probed: the watch sees the probes
+    pipe = _fifo(tmp_path, previous)
+    assert read(pipe) == expected
+    assert str(pipe) not in probed

@@ -48,8 +48,8 @@ def read_current(path: Path | str, desired: Sequence[dict[str, Any]]) -> list[di
     if not desired or is_stdin(path):
         return read_manifests(path, desired)
     directory = Path(path)
-    if not directory.is_dir():
-        whole = _printed(directory, desired)
+    if not directory.is_dir():  # a pipe is not opened here: an open and close of a named pipe
+        whole = _printed(directory, desired) if directory.is_file() else None  # can lose its text
         return whole if whole is not None else read_manifests(path, desired)
     if os.open not in os.supports_dir_fd:
         return read_manifests(path, desired)

@@ -57,7 +57,9 @@ def _texts(path: Path | str, problems: list[Problem]) -> Iterator[tuple[str, str
     given = Path(path)
     for file in _files(given):
         display = str(file)
-        data = _read_bytes(file)
+        # The path given is looked at first: opening a named pipe only to close it again (as the
+        # non-blocking probe does) can let its writer's text go to that probe, or kill the writer.
+        data = _read_bytes(file) if file != given or given.is_file() else None
         if data is not None:
             yield display, data
         elif file == given:  # the path given is not a regular file (a pipe, ``<(cat f)``), or unreadable
