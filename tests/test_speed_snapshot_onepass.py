@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import fastjson, inputs
+from gpustack_render.snapshot import fastjson, fastyaml, inputs
 from test_speed_snapshot import _load, _load_both, _typed  # the fast reader against the old one
 
 RULES = load_rules(None)
@@ -182,17 +182,22 @@ def test_stdin_duplicates_read_the_kept_bytes(tmp_path: Path, monkeypatch: pytes
                                    f"identity in <stdin>")
 
 
-def test_json_files_are_mapped_and_others_are_not(tmp_path: Path) -> None:
+def test_snapshot_files_are_mapped_and_read_alike(tmp_path: Path) -> None:
     json_file = tmp_path / "a.json"
     json_file.write_bytes(b"  \n" + _list(BULK))
-    mapped = fastjson.map_json(json_file)
+    mapped = fastjson.map_file(json_file)
     assert mapped is not None and bytes(mapped) == json_file.read_bytes()
     assert fastjson.read_items(mapped, FAST) == fastjson.read_items(json_file.read_bytes(), FAST)
-    (tmp_path / "b.yaml").write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    yaml_file = tmp_path / "b.yaml"
+    yaml_file.write_text("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n"
+                         "  metadata:\n    name: ns\n")
+    mapped = fastjson.map_file(yaml_file)
+    assert mapped is not None and fastjson.read_items(mapped, FAST) is None
+    by_map, by_bytes = fastyaml.read_items(mapped, FAST), fastyaml.read_items(yaml_file.read_bytes(), FAST)
+    assert by_map is not None and by_map == by_bytes
     (tmp_path / "c.json").write_bytes(b"")
-    assert fastjson.map_json(tmp_path / "b.yaml") is None
-    assert fastjson.map_json(tmp_path / "c.json") is None
-    assert fastjson.map_json(tmp_path) is None  # a directory: not mapped (the caller reports it)
+    assert fastjson.map_file(tmp_path / "c.json") is None
+    assert fastjson.map_file(tmp_path) is None  # a directory: not mapped (the caller reports it)
 
 
 @pytest.mark.parametrize("run", [1, 2, 3, 7])
@@ -204,7 +209,7 @@ def test_utf8_of_a_mapping_is_checked_across_runs(tmp_path: Path, monkeypatch: p
                         (b'{"a": "\xc3"}', False), (b'{"a": "ascii only"}', True)):
         path = tmp_path / "t.json"
         path.write_bytes(text)
-        mapped = fastjson.map_json(path)
+        mapped = fastjson.map_file(path)
         assert mapped is not None and fastjson.is_utf8(mapped) is valid is fastjson.is_utf8(text)
         mapped.close()
 

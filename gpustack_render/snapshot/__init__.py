@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import mmap
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,7 +87,7 @@ class _File:
         if self.texts is None:
             data = self.data if self.data is not None else _bytes_of(self.path, None)
             texts: list[Any] | None = fastjson.raw_items(data)
-            if texts is None and not isinstance(data, mmap.mmap):
+            if texts is None:
                 texts = fastyaml.read_items(data, _UNTYPED)
             self.texts = texts or []
         if index >= len(self.texts):  # the file changed meanwhile
@@ -204,7 +203,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         data = _bytes_of(path, piped)
         try:
             items = fastjson.read_items(data, fast_models)
-            if items is None and not isinstance(data, mmap.mmap):  # (mapped: JSON, which fastyaml declines)
+            if items is None:  # (JSON fastjson declines: fastyaml declines it too)
                 items = fastyaml.read_items(data, fast_models)
         except (RecursionError, ValueError):  # nested too deeply, a number too long: the slow path words it
             items = None
@@ -233,13 +232,13 @@ def _read_once(path: Path, display: str, problems: list[Problem]) -> str | None:
 
 
 def _bytes_of(path: Path | None, stdin_text: str | None) -> fastjson.Buffer:
-    """A file's contents for the fast readers (a JSON file mapped, :func:`fastjson.map_json`); ``b""``
+    """A file's contents for the fast readers (mapped, :func:`fastjson.map_file`); ``b""``
     (which they decline) when only the slow path can word what is wrong (unreadable file, stdin
     that was not UTF-8)."""
     try:
         if path is None:
             return (stdin_text or "").encode("utf-8")
-        return fastjson.map_json(path) or path.read_bytes()
+        return fastjson.map_file(path) or path.read_bytes()
     except (OSError, UnicodeEncodeError):
         return b""
 

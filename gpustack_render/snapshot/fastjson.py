@@ -2,7 +2,7 @@
 
 A 10,000-Node ``kubectl get -o json`` List is ~65 MB. ``json.loads`` builds a dict for every
 object only for msgspec to convert it again; here the file is decoded from its bytes (mapped, not
-copied: :func:`map_json`), the Nodes, Devices and Namespaces straight into their typed structs
+copied: :func:`map_file`), the Nodes, Devices and Namespaces straight into their typed structs
 (``inputs.FAST_MODELS``, tagged by ``kind``). Every other item is handed back as the dict
 ``json.loads`` would give (:func:`plain`), for the unchanged slow path.
 
@@ -40,7 +40,7 @@ from gpustack_render.snapshot import inputs
 _JSON_START = re.compile(rb"[ \t\r\n]*[\[{]")
 
 Buffer = bytes | bytearray | mmap.mmap
-"""What the readers decode: a file's bytes, or the file mapped (:func:`map_json`)."""
+"""What the readers decode: a file's bytes, or the file mapped (:func:`map_file`)."""
 
 TEXTS = (msgspec.Raw, bytes, bytearray, mmap.mmap)
 """The types of a JSON text :func:`raw_items` gives (a slice of a file, or the whole of it)."""
@@ -120,22 +120,18 @@ def looks_like_json(data: Buffer) -> bool:
     return _JSON_START.match(data) is not None
 
 
-def map_json(path: Path) -> mmap.mmap | None:
-    """A JSON file mapped read-only, for msgspec to decode in place: reading 66 MB into a new bytes
-    object cost as much as a third of the typed decode (the copy and the fresh pages), a mapping of
-    the page cache next to nothing. ``None`` when it cannot be mapped (empty, not a regular file) or
-    is not JSON (fastyaml and the slow path take bytes). (A file truncated in place while it is
-    mapped would fault; ``snapshot -o`` replaces its file by a rename, as editors and ``kubectl
-    ... > file`` into a new file do.)"""
+def map_file(path: Path) -> mmap.mmap | None:
+    """A snapshot file mapped read-only, for msgspec (JSON) or rapidyaml and RE2 (YAML) to read in
+    place: reading 66 MB into a new bytes object cost as much as a third of the typed decode (the
+    copy and the fresh pages), a mapping of the page cache next to nothing. ``None`` when it cannot
+    be mapped (empty, not a regular file): the caller reads its bytes. (A file truncated in place
+    while it is mapped would fault; ``snapshot -o`` replaces its file by a rename, as editors and
+    ``kubectl ... > file`` into a new file do.)"""
     try:
         with open(path, "rb") as handle:
-            mapped = mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ, flags=_MAP_FLAGS)
+            return mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ, flags=_MAP_FLAGS)
     except (OSError, ValueError, OverflowError):  # (ValueError: an empty file)
         return None
-    if looks_like_json(mapped):
-        return mapped
-    mapped.close()
-    return None
 
 
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # populated: no page fault per 4 KB

@@ -91,7 +91,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
+def read_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
     """The objects of one YAML file, as :func:`fastjson.read_items` gives them, or ``None`` when
     the pre-scan cannot prove that rapidyaml reads it as PyYAML does, or rapidyaml refuses it (the
     caller reads the file as before).
@@ -112,7 +112,7 @@ def read_items(data: bytes | bytearray, fast_models: Callable[[str, str], type |
 
 
 @contextmanager
-def _scanned_meanwhile(danger: Any, data: bytes | bytearray) -> Iterator[Callable[[], bool]]:
+def _scanned_meanwhile(danger: Any, data: fastjson.Buffer) -> Iterator[Callable[[], bool]]:
     """Whether ``data`` passes the pre-scan, asked once the block ends: it is scanned in a thread
     while rapidyaml parses it in this one. RE2 releases the GIL while it searches and rapidyaml
     keeps it, so on two cores the scan (0.10 s over a 10,000-Node List) takes no wall time. A file
@@ -140,7 +140,7 @@ def _scanned_meanwhile(danger: Any, data: bytes | bytearray) -> Iterator[Callabl
 _THREADED_SCAN = 1 << 22  # smaller files are scanned first, then parsed only if they pass (as before)
 
 
-def _parsed_items(data: bytes | bytearray, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
+def _parsed_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
     """The objects of one YAML file as rapidyaml reads it, before the pre-scan's verdict."""
     chunked = _list_chunks(data)
     if chunked is not None and _is_list(chunked[0]):
@@ -166,7 +166,7 @@ _CHUNK = 1 << 20  # measured: 1 MB runs parse fastest (4 MB +25 %, 16 MB 2×)
 _ITEMS_LINE = b"items:\n"
 
 
-def top_lines(data: bytes | bytearray) -> Iterator[int]:
+def top_lines(data: fastjson.Buffer) -> Iterator[int]:
     """Where each line at column 0 that is not an item of a column-0 sequence starts (see _TOP_LINE)."""
     engines = _engines()
     if engines.first_top_line.match(data):
@@ -175,21 +175,21 @@ def top_lines(data: bytes | bytearray) -> Iterator[int]:
         yield match.start() + 1
 
 
-def _list_chunks(data: bytes | bytearray) -> tuple[bytes, list[tuple[int, int]]] | None:
+def _list_chunks(data: fastjson.Buffer) -> tuple[bytes, list[tuple[int, int]]] | None:
     """For one document whose ``items:`` sequence starts at column 0: the document without it, and
     the byte ranges of runs of whole items (each a column-0 sequence of its own). ``None`` for any
     other layout (parsed whole)."""
     tops = []
     for top in top_lines(data):
         tops.append(top)
-        if len(tops) > 64 or data.startswith((b"---", b"..."), top):  # a stream: parsed whole
+        if len(tops) > 64 or data[top:top + 3] in (b"---", b"..."):  # a stream: parsed whole
             return None
-    starts = [top for top in tops if data.startswith(_ITEMS_LINE, top)]
+    starts = [top for top in tops if data[top:top + len(_ITEMS_LINE)] == _ITEMS_LINE]
     if len(starts) != 1:
         return None
     begin = starts[0] + len(_ITEMS_LINE)
     end = next((top for top in tops if top > starts[0]), len(data))
-    if not (data.startswith(b"- ", begin) or data.startswith(b"-\n", begin)):
+    if data[begin:begin + 2] not in (b"- ", b"-\n"):
         return None
     chunks = []
     while begin < end:
@@ -213,7 +213,7 @@ def _is_list(rest: bytes) -> bool:
     return isinstance(top, dict) and is_list_kind(top.get("kind"))
 
 
-def _chunked_items(data: bytes | bytearray, chunks: list[tuple[int, int]],
+def _chunked_items(data: fastjson.Buffer, chunks: list[tuple[int, int]],
                    fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
     """The items of a column-0 List read chunk by chunk (see :func:`_list_chunks`), in one tree
     reused (its memory, reserved once, is not touched anew for every chunk)."""
