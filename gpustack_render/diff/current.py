@@ -24,10 +24,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from gpustack_render.errors import UserError
-from gpustack_render.k8s import identity
-from gpustack_render.snapshot import flatten_lists
-from gpustack_render.snapshot.manifests import _decoded, _plain, _read_bytes, _Written, is_stdin, read_manifests
+from gpustack_render.errors import Problem, UserError
+from gpustack_render.snapshot.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
 from gpustack_render.yamlio import dump_yaml_stream, parse_documents
 
 KUSTOMIZATION = "kustomization.yaml"
@@ -170,17 +168,8 @@ def _complete(obj: dict[str, Any]) -> bool:
 
 def _parsed(display: str, data: bytes, same: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """The objects of one file as ``read_manifests`` reads them (``same``: the desired object its
-    bytes are, if any); ``None`` when it would report a problem."""
-    problems: list[Any] = []
-    try:
-        docs = [same] if same is not None else parse_documents(_decoded(data, display), display)
-    except UserError:
-        return None
-    objects = []
-    for doc in docs:
-        for obj in flatten_lists(doc, display, problems):
-            _, kind, _, name = identity(obj)
-            if not obj.get("apiVersion") or not kind or not name:
-                return None
-            objects.append(obj)
+    bytes are, if any); ``None`` when it would report a problem (it then reads the whole path, and
+    words every problem)."""
+    problems: list[Problem] = []
+    objects = file_objects(display, data, same, problems)
     return None if problems else objects

@@ -192,20 +192,29 @@ def read_manifests(path: Path | str, desired: Sequence[dict[str, Any]] = ()) -> 
     written = _Written(desired) if desired and not is_stdin(path) and Path(path).is_dir() else None
     for display, data in _texts(path, problems):
         same = written.object(display, data) if written is not None else None
-        try:
-            docs = [same] if same is not None else parse_documents(_decoded(data, display), display)
-        except UserError as err:
-            problems.extend(err.problems)
-            continue
-        for doc in docs:
-            for obj in flatten_lists(doc, display, problems):
-                api, kind, _, name = identity(obj)
-                if not obj.get("apiVersion") or not kind:
-                    problems.append(Problem("document without apiVersion/kind", file=display))
-                elif not name:
-                    problems.append(Problem("document without metadata.name", file=display, obj=kind))
-                else:
-                    objects.append(obj)
+        objects.extend(file_objects(display, data, same, problems))
     if problems:
         raise UserError(problems)
+    return objects
+
+
+def file_objects(display: str, data: str | bytes, same: dict[str, Any] | None,
+                 problems: list[Problem]) -> list[dict[str, Any]]:
+    """The objects :func:`read_manifests` keeps from one file's content (``same``: the desired
+    object its bytes are, if any); what is wrong with them is added to ``problems``."""
+    try:
+        docs = [same] if same is not None else parse_documents(_decoded(data, display), display)
+    except UserError as err:
+        problems.extend(err.problems)
+        return []
+    objects: list[dict[str, Any]] = []
+    for doc in docs:
+        for obj in flatten_lists(doc, display, problems):
+            _, kind, _, name = identity(obj)
+            if not obj.get("apiVersion") or not kind:
+                problems.append(Problem("document without apiVersion/kind", file=display))
+            elif not name:
+                problems.append(Problem("document without metadata.name", file=display, obj=kind))
+            else:
+                objects.append(obj)
     return objects
