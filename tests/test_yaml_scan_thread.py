@@ -94,3 +94,17 @@ def test_a_scan_that_raises_is_our_bug_not_a_decline() -> None:
     with pytest.raises(RuntimeError, match="pre-scan did not finish"):
         with fastyaml._scanned_meanwhile(Broken(), b"a: b\n"):
             pass
+
+
+@pytest.mark.parametrize("text, clean", [(b"a: b\n", True), (b"a: yes\n", False)])
+def test_without_a_thread_the_scan_runs_first(monkeypatch: pytest.MonkeyPatch, text: bytes, clean: bool) -> None:
+    """A container out of threads (``Thread.start`` raises RuntimeError) still reads the file."""
+    import threading
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with fastyaml._scanned_meanwhile(fastyaml._engines().danger, text) as passed:
+        pass
+    assert passed() is clean

@@ -128,11 +128,17 @@ def _scanned_meanwhile(danger: Any, data: fastjson.Buffer) -> Iterator[Callable[
             failed.append(err)
 
     worker = threading.Thread(target=scan, daemon=True)
-    worker.start()
+    try:
+        worker.start()
+        started = True
+    except RuntimeError:  # no thread to be had (a container's process limit): scanned here, first
+        started = False
+        scan()
     try:
         yield lambda: found == [False]  # asked after the join below
     finally:
-        worker.join()
+        if started:
+            worker.join()
     if failed:  # RE2 does not raise on bytes: a bug of ours (exit 3; --debug shows the search's error)
         raise RuntimeError("the YAML pre-scan did not finish") from failed[0]
 
