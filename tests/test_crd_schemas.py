@@ -41,8 +41,6 @@ import yaml
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
-from gpustack_render.validate import crd_schema
-
 REPO = Path(__file__).resolve().parents[1]
 CRDS = Path(__file__).resolve().parents[1].parent / "shared" / "crds"
 
@@ -105,8 +103,25 @@ def ident(obj: dict[str, Any]) -> str:
 # CRDs -> JSON Schema
 # --------------------------------------------------------------------------------------------
 
-# Every (sub)schema of a node, outermost first, in place: the walker validate uses.
-_map_schema = crd_schema._walk
+_SCHEMA_MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions")
+_SCHEMA_KEYS = ("items", "additionalProperties", "not", "contains", "propertyNames")
+_SCHEMA_LIST_KEYS = ("anyOf", "allOf", "oneOf", "prefixItems")
+
+
+def _map_schema(node: Any, fn: Callable[[dict[str, Any]], None]) -> None:
+    """Call ``fn`` on every (sub)schema of ``node``, outermost first, in place."""
+    if not isinstance(node, dict):
+        return
+    fn(node)
+    for key in _SCHEMA_MAP_KEYS:
+        for sub in (node.get(key) or {}).values():
+            _map_schema(sub, fn)
+    for key in _SCHEMA_KEYS:
+        if isinstance(node.get(key), dict):
+            _map_schema(node[key], fn)
+    for key in _SCHEMA_LIST_KEYS:
+        for sub in node.get(key) or ():
+            _map_schema(sub, fn)
 
 
 _GO_LEADING_FLAGS = re.compile(r"^\^\(\?([imsU]+)\)")
