@@ -109,7 +109,8 @@ _SCHEMA_LIST_KEYS = ("anyOf", "allOf", "oneOf", "prefixItems")
 
 
 def _map_schema(node: Any, fn: Callable[[dict[str, Any]], None]) -> None:
-    """Call ``fn`` on every (sub)schema of ``node``, outermost first, in place."""
+    """Call ``fn`` on every (sub)schema of ``node``, outermost first, in place. Written apart from
+    ``validate``'s own walker on purpose: a test built on that walker would miss what it misses."""
     if not isinstance(node, dict):
         return
     fn(node)

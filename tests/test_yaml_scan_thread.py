@@ -1,9 +1,10 @@
-"""A large YAML file is pre-scanned in a thread while rapidyaml parses it (``fastyaml._scanned_meanwhile``).
+"""A large kubectl List is pre-scanned a run of items at a time, in a thread, one run ahead of
+rapidyaml's parse (``fastyaml._Scans``).
 
-Only the order of the work changes: the file is read exactly as when the scan runs first, and a
-file the scan rejects is declined although it was parsed. These tests lower the size at which the
-thread is used to 0, so every drawn text takes that path, and compare it with PyYAML and with the
-scan run first.
+Only the order of the work changes: every run is scanned before it is parsed, so the file is read
+exactly as when the whole file is scanned first, and a file the scan rejects is declined before the
+rejected text is parsed. These tests lower the size at which the thread is used to 0, so every
+drawn text takes that path, and compare it with PyYAML and with the whole file scanned first.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 from bench_generator import load_generator
 from test_speed_paths import documents as block_documents
-from test_speed_snapshot import _load_both, _yaml_same_or_declined
+from test_speed_snapshot import OBJECTS, _load_both, _yaml_same_or_declined
 from test_yaml_quoting import STRINGS, TRICKY_VALUES
 
 from gpustack_render.snapshot import fastyaml
@@ -91,20 +92,71 @@ def test_a_scan_that_raises_is_our_bug_not_a_decline() -> None:
         def search(self, data: Any) -> Any:
             raise MemoryError("drawn")
 
-    with pytest.raises(RuntimeError, match="pre-scan did not finish"):
-        with fastyaml._scanned_meanwhile(Broken(), b"a: b\n"):
-            pass
+    scans = fastyaml._Scans(Broken())
+    try:
+        scans.ask(bytearray(b"a: b\n"))
+        with pytest.raises(RuntimeError, match="pre-scan did not finish"):
+            scans.clean()
+    finally:
+        scans.close()
 
 
-@pytest.mark.parametrize("text, clean", [(b"a: b\n", True), (b"a: yes\n", False)])
-def test_without_a_thread_the_scan_runs_first(monkeypatch: pytest.MonkeyPatch, text: bytes, clean: bool) -> None:
-    """A container out of threads (``Thread.start`` raises RuntimeError) still reads the file."""
+@pytest.mark.parametrize("threads", [True, False], ids=["thread", "no-thread"])
+def test_runs_are_scanned_in_order(monkeypatch: pytest.MonkeyPatch, threads: bool) -> None:
+    """Verdicts come back in the order asked, with a thread or (a container out of threads:
+    ``Thread.start`` raises RuntimeError) without one."""
     import threading
 
-    def refuse(self: threading.Thread) -> None:
-        raise RuntimeError("can't start new thread")
+    if not threads:
+        def refuse(self: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+    scans = fastyaml._Scans(fastyaml._engines().danger)
+    try:
+        verdicts = []
+        for text in (b"a: b\n", b"a: yes\n", b"- x\n", b"k: 0777\n"):
+            scans.ask(bytearray(text))
+            verdicts.append(scans.clean())
+    finally:
+        scans.close()
+    assert verdicts == [True, False, True, False]
 
-    monkeypatch.setattr(threading.Thread, "start", refuse)
-    with fastyaml._scanned_meanwhile(fastyaml._engines().danger, text) as passed:
-        pass
-    assert passed() is clean
+
+def test_a_rejected_run_is_never_parsed(threaded: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text the scan rejects does not reach rapidyaml: deep flow nesting costs it ~500 bytes of
+    memory a byte (8 MB of ``[``: 4 GB), where the scan rejects it at once."""
+    text = _kubectl_yaml(10, seed=4)
+    head, tail = text.split("\nmetadata:\n  resourceVersion: ''\n")
+    deep = "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: deep\n  data:\n    a: " + "[" * 5000 + "\n"
+    data = bytearray(f"{head}\n{deep}metadata:\n  resourceVersion: ''\n", "utf-8")
+    parsed: list[bytes] = []
+    real = fastyaml._json_documents
+
+    def watch(chunk: bytearray, tree: Any = None) -> Any:
+        parsed.append(bytes(chunk))
+        return real(chunk, tree)
+
+    monkeypatch.setattr(fastyaml, "_json_documents", watch)
+    monkeypatch.setattr(fastyaml, "_CHUNK", 1 << 10)  # many runs: the deep one comes last
+    assert fastyaml.read_items(data, NO_MODELS) is None
+    assert parsed and not any(b"[[[" in chunk for chunk in parsed)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(items=st.lists(st.one_of(OBJECTS, st.just("# a comment line"), st.just("-")), max_size=8),
+       chunk=st.integers(1, 400), tail=st.booleans())
+def test_lists_scanned_run_by_run_read_as_whole(threaded: None, monkeypatch: pytest.MonkeyPatch, items: list[Any],
+                                                chunk: int, tail: bool) -> None:
+    """A column-0 List cut into runs anywhere, each run scanned apart, reads as PyYAML reads the
+    whole file (the scan's matches never span lines, and runs are whole lines)."""
+    lines = ["apiVersion: v1", "items:"]
+    for item in items:
+        if isinstance(item, str):
+            lines.append(item)
+        elif isinstance(item, (dict, list)) and item:
+            lines.append(yaml.dump([item], Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False,
+                                   width=1 << 20).rstrip("\n"))
+    lines += ["kind: List", "metadata:", "  resourceVersion: ''"] if tail else ["kind: List"]
+    monkeypatch.setattr(fastyaml, "_CHUNK", chunk)
+    event("read" if _yaml_same_or_declined("\n".join(lines) + "\n") else "declined")

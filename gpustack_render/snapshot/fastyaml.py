@@ -104,46 +104,67 @@ def read_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | N
     engines = _engines()
     if engines.ryml is None:
         return None
-    if len(data) < _THREADED_SCAN:
-        return None if engines.danger.search(data) else _parsed_items(data, fast_models)
-    with _scanned_meanwhile(engines.danger, data) as clean:
-        items = _parsed_items(data, fast_models)
-    return items if clean() else None
+    if len(data) >= _THREADED_SCAN:  # a kubectl List: each run of items scanned as the one before is parsed
+        chunked = _list_chunks(data)
+        if chunked is not None:
+            if engines.danger.search(chunked[0]):  # the List's own lines, scanned before they are parsed
+                return None
+            if _is_list(chunked[0]):
+                return _chunked_items(data, chunked[1], fast_models, engines.danger)
+    return None if engines.danger.search(data) else _parsed_items(data, fast_models)
 
 
-@contextmanager
-def _scanned_meanwhile(danger: Any, data: fastjson.Buffer) -> Iterator[Callable[[], bool]]:
-    """Whether ``data`` passes the pre-scan, asked once the block ends: it is scanned in a thread
-    while rapidyaml parses it in this one. RE2 releases the GIL while it searches and rapidyaml
-    keeps it, so on two cores the scan (0.10 s over a 10,000-Node List) takes no wall time. A file
-    that fails the scan was parsed for nothing; it is read by the slow path, 10× slower, anyway."""
-    import threading
-    found: list[bool] = []
-    failed: list[BaseException] = []
+class _Scans:
+    """The pre-scan of a List's runs of items, one run ahead of the parse, in a thread: RE2
+    releases the GIL while it searches and rapidyaml keeps it, so on two cores the scan (0.10 s
+    over a 10,000-Node List) takes no wall time. Every run is scanned before it is parsed, as the
+    whole file was before: text the scan rejects (deep flow nesting that rapidyaml would take
+    gigabytes for) is never parsed, and the copy scanned is the copy parsed. Where no thread can be
+    started (a container's process limit), each run is scanned when it is asked for."""
 
-    def scan() -> None:
+    def __init__(self, danger: Any) -> None:
+        import queue
+        import threading
+        self._danger = danger
+        self._asked: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        self._found: queue.SimpleQueue[bool | BaseException] = queue.SimpleQueue()
+        self._waiting: bytearray | None = None
+        self._worker: threading.Thread | None = threading.Thread(target=self._run, daemon=True)
         try:
-            found.append(danger.search(data) is not None)
-        except BaseException as err:  # handed to this thread: raised below, with its traceback
-            failed.append(err)
+            self._worker.start()
+        except RuntimeError:
+            self._worker = None
 
-    worker = threading.Thread(target=scan, daemon=True)
-    try:
-        worker.start()
-        started = True
-    except RuntimeError:  # no thread to be had (a container's process limit): scanned here, first
-        started = False
-        scan()
-    try:
-        yield lambda: found == [False]  # asked after the join below
-    finally:
-        if started:
-            worker.join()
-    if failed:  # RE2 does not raise on bytes: a bug of ours (exit 3; --debug shows the search's error)
-        raise RuntimeError("the YAML pre-scan did not finish") from failed[0]
+    def _run(self) -> None:
+        while (text := self._asked.get()) is not None:
+            try:
+                self._found.put(self._danger.search(text) is not None)
+            except BaseException as err:  # handed to the parsing thread: raised there
+                self._found.put(err)
+
+    def ask(self, text: bytearray) -> None:
+        """Scan ``text`` (meanwhile, in the thread); :meth:`clean` says the verdict."""
+        if self._worker is None:
+            self._waiting = text
+        else:
+            self._asked.put(text)
+
+    def clean(self) -> bool:
+        """Whether the text asked for last passes the scan."""
+        if self._worker is None:
+            text, self._waiting = self._waiting, None
+            return self._danger.search(text) is None
+        found = self._found.get()
+        if isinstance(found, BaseException):  # RE2 does not raise on bytes: a bug of ours (exit 3)
+            raise RuntimeError("the YAML pre-scan did not finish") from found
+        return not found
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._asked.put(None)
 
 
-_THREADED_SCAN = 1 << 22  # smaller files are scanned first, then parsed only if they pass (as before)
+_THREADED_SCAN = 1 << 22  # smaller files: scanned whole, then parsed only if they pass (no thread)
 
 
 def _parsed_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
@@ -220,21 +241,37 @@ def _is_list(rest: bytes) -> bool:
 
 
 def _chunked_items(data: fastjson.Buffer, chunks: list[tuple[int, int]],
-                   fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
+                   fast_models: Callable[[str, str], type | None], danger: Any = None) -> list[Any] | None:
     """The items of a column-0 List read chunk by chunk (see :func:`_list_chunks`), in one tree
-    reused (its memory, reserved once, is not touched anew for every chunk)."""
+    reused (its memory, reserved once, is not touched anew for every chunk). ``danger``: each chunk
+    is pre-scanned first (see :class:`_Scans`); else the caller has scanned the whole file."""
     items: list[Any] = []
     tree = _engines().ryml.Tree()
-    for begin, end in chunks:
-        chunk = bytearray(memoryview(data)[begin:end])  # parsed in place (one copy): the tree points into it
-        documents = _json_documents(chunk, tree)
-        found = fastjson.read_list(documents[0], fast_models) if documents is not None and len(documents) == 1 \
-            else None
-        if found is None:
-            return None
-        items.extend(found)
-        tree.clear()
-        tree.clear_arena()
+    copies = (bytearray(memoryview(data)[begin:end]) for begin, end in chunks)  # one copy, parsed in place
+    scans = _Scans(danger) if danger is not None else None
+    chunk = next(copies, None)
+    try:
+        if scans is not None and chunk is not None:
+            scans.ask(chunk)
+        while chunk is not None:
+            following = next(copies, None)
+            if scans is not None:
+                if not scans.clean():
+                    return None
+                if following is not None:
+                    scans.ask(following)  # scanned while this one is parsed
+            documents = _json_documents(chunk, tree)
+            found = fastjson.read_list(documents[0], fast_models) if documents is not None and len(documents) == 1 \
+                else None
+            if found is None:
+                return None
+            items.extend(found)
+            tree.clear()
+            tree.clear_arena()
+            chunk = following
+    finally:
+        if scans is not None:
+            scans.close()
     return items
 
 
@@ -247,11 +284,11 @@ def _json_documents(data: bytearray, tree: Any = None) -> list[bytearray] | None
     if tree.capacity() < nodes:
         tree.reserve(nodes)
     try:
-        with _quiet_stderr():
+        with _quiet_stderr():  # (the emitter prints its errors too: nesting over 64 levels)
             ryml.parse_in_place(data, tree=tree)
-        root = tree.root_id()
-        ids = list(ryml.children(tree, root)) if tree.is_stream(root) else [root]
-        return [_json_of(tree, node, len(data) * 8 // 5 // len(ids) + 64) for node in ids]
+            root = tree.root_id()
+            ids = list(ryml.children(tree, root)) if tree.is_stream(root) else [root]
+            return [_json_of(tree, node, len(data) * 8 // 5 // len(ids) + 64) for node in ids]
     except Exception:  # rapidyaml's parse and emit errors (its own exception classes, RuntimeError)
         return None
 
