@@ -70,3 +70,12 @@ def test_a_kubectl_list_is_written_compact() -> None:
     assert _same_values(text)
     indented, compact = _both(text) or ([], [])
     assert b"\n" not in compact[0] and len(compact[0]) * 3 < len(indented[0]) * 2
+
+
+def test_emitter_errors_stay_off_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    """rapidyaml's JSON writer stops at 64 levels and prints why before raising (with a pointer
+    that changes from run to run): the file is declined quietly, and the slow path reads it."""
+    text = "".join(f"{'  ' * depth}k{depth}:\n" for depth in range(70)) + "  " * 70 + "leaf: 1\n"
+    assert fastyaml._engines().danger.search(text.encode()) is None  # (block nesting passes the scan)
+    assert fastyaml.read_items(bytearray(text, "utf-8"), lambda group, kind: None) is None
+    assert capfd.readouterr().err == ""
