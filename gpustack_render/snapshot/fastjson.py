@@ -124,9 +124,13 @@ def map_file(path: Path) -> mmap.mmap | None:
     """A snapshot file mapped read-only, for msgspec (JSON) or rapidyaml and RE2 (YAML) to read in
     place: reading 66 MB into a new bytes object cost as much as a third of the typed decode (the
     copy and the fresh pages), a mapping of the page cache next to nothing. ``None`` when it cannot
-    be mapped (empty, not a regular file): the caller reads its bytes. (A file truncated in place
-    while it is mapped would fault; ``snapshot -o`` replaces its file by a rename, as editors and
-    ``kubectl ... > file`` into a new file do.)"""
+    be mapped (empty, not a regular file): the caller reads its bytes.
+
+    A file truncated in place while it is read (``kubectl ... > file`` over an existing file, run
+    meanwhile) ends the process with SIGBUS: no message, a non-zero status, nothing written. Read
+    into memory it would have been read half written, which its reader reports as an error
+    (kubectl writes a List's ``kind`` after its items). ``snapshot -o`` and editors replace a file
+    by a rename, which is safe."""
     try:
         with open(path, "rb") as handle:
             return mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ, flags=_MAP_FLAGS)
