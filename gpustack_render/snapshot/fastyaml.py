@@ -3,7 +3,7 @@ r"""YAML snapshot files (``kubectl get -o yaml``) read at C speed, with kubectl'
 The file is parsed by rapidyaml (C++), which writes it out as JSON; that JSON goes through the
 same msgspec reader as JSON snapshots (:mod:`.fastjson`), so Nodes, Devices and Namespaces are
 typed straight from it. A 10,000-Node List (80 MB) took 7.5 s through the line reader of
-``yamlio``; this takes 0.7 s (the whole render 1.06 s).
+``yamlio``; this takes 0.75 s (the whole render 1.08 s).
 
 rapidyaml reads YAML 1.2 (``yes``, ``0777``, ``1_000``, ``1:20`` are strings to it, ``1e3`` a
 number) and its JSON writer rewrites ``nan``/``inf`` and normalises ``5.``, where the tool has
