@@ -160,3 +160,21 @@ def test_lists_scanned_run_by_run_read_as_whole(threaded: None, monkeypatch: pyt
     lines += ["kind: List", "metadata:", "  resourceVersion: ''"] if tail else ["kind: List"]
     monkeypatch.setattr(fastyaml, "_CHUNK", chunk)
     event("read" if _yaml_same_or_declined("\n".join(lines) + "\n") else "declined")
+
+
+def test_no_scan_thread_is_left_when_a_copy_fails(threaded: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's copy that fails (memory, Ctrl-C) ends the scan thread too, first run included."""
+    import threading
+
+    def no_memory(data: Any) -> Any:
+        raise MemoryError("drawn")
+
+    data = bytearray(_kubectl_yaml(5, seed=6), "utf-8")
+    before = set(threading.enumerate())
+    monkeypatch.setattr(fastyaml, "memoryview", no_memory, raising=False)
+    for _ in range(3):
+        with pytest.raises(MemoryError):
+            fastyaml.read_items(data, NO_MODELS)
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=5)
+        assert not thread.is_alive(), "a scan thread was left waiting"

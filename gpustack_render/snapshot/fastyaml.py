@@ -248,9 +248,10 @@ def _chunked_items(data: fastjson.Buffer, chunks: list[tuple[int, int]],
     items: list[Any] = []
     tree = _engines().ryml.Tree()
     copies = (bytearray(memoryview(data)[begin:end]) for begin, end in chunks)  # one copy, parsed in place
-    scans = _Scans(danger) if danger is not None else None
-    chunk = next(copies, None)
+    scans: _Scans | None = None
     try:
+        scans = _Scans(danger) if danger is not None else None
+        chunk = next(copies, None)
         if scans is not None and chunk is not None:
             scans.ask(chunk)
         while chunk is not None:
