@@ -165,16 +165,8 @@ _NO_LABELS: Mapping[str, str] = {}
 
 
 def _label_ops(paths: _Paths, labels: Mapping[str, str], wanted: Mapping[str, str], owned: tuple[str, ...]) -> list[Op]:
-    """The fit-label ops: :func:`_ops` for string values, without its intermediate lists."""
-    ops: list[Op] = []
-    for key in sorted(wanted) if len(wanted) > 1 else wanted:
-        value = wanted[key]
-        have = labels.get(key)
-        if have is None:
-            ops.append({"op": "add", "path": paths[key], "value": value})
-        elif have != value:
-            ops.append({"op": "replace", "path": paths[key], "value": value})
-    return _with_removals(ops, paths, wanted, owned)
+    """The fit-label ops (:func:`_ops` for string values, written as they are compared)."""
+    return _ops(paths, labels, [(key, value, value) for key, value in sorted(wanted.items())], wanted, owned)
 
 
 def uncaptured_devices(snapshot: Snapshot, evaluation: Evaluation, capacity_eval: CapacityEvaluator) -> list[str]:
