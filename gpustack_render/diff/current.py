@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.k8s import is_list_kind
 from gpustack_render.snapshot.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
 from gpustack_render.yamlio import dump_yaml_stream, parse_documents
 
@@ -158,7 +159,7 @@ def _complete(obj: dict[str, Any]) -> bool:
     unless a template renders a list kind or leaves them out: then it goes the general way
     (:func:`_parsed`)."""
     kind = obj.get("kind")
-    if type(kind) is not str or not kind or kind.endswith("List"):
+    if type(kind) is not str or not kind or is_list_kind(kind):
         return False
     meta = obj.get("metadata")
     # identity()'s name is str(name or ""): for the plain values a taken object holds (str, int,

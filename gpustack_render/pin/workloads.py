@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 
 from gpustack_render.snapshot import inputs
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.k8s import field_path, mapping_field
+from gpustack_render.k8s import field_path, is_list_kind, mapping_field
 from gpustack_render.pin.demand import (Container, Demand, Loc, Report, ResourceClassifier, merge_resources,
                                         podset_demand)
 from gpustack_render.snapshot import RAW_ONLY_KINDS, locate_line, read_documents
@@ -50,7 +50,7 @@ def _flatten(doc: Any, inherit: dict[str, Any] | None = None) -> Iterator[Any]:
     """Documents → objects; list items without apiVersion/kind inherit them from a ``WorkloadList``."""
     if isinstance(doc, dict):
         kind = doc.get("kind")
-        if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        if is_list_kind(kind) and isinstance(doc.get("items"), list):
             item_type = None
             if kind == WORKLOAD_KIND + "List" and isinstance(doc.get("apiVersion"), str):
                 item_type = {"apiVersion": doc["apiVersion"], "kind": WORKLOAD_KIND}
