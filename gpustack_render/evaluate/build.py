@@ -146,20 +146,11 @@ def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
     placeholder without a filter: then it is the literal text around the name (no dict, no loop per
     Node); any other format renders as written."""
     name_format = rules.node_feature_name
-    affixes = _node_feature_affixes(rules)
-    if affixes is not None:
-        before, after = affixes
+    parts = name_format.parts
+    if len(parts) == 2 and parts[0][1] == "node" and parts[0][2] is None and parts[1][1] is None:
+        before, after = parts[0][0], parts[1][0]
         return lambda name: f"{before}{name}{after}"
     return lambda name: name_format.render({"node": name})
-
-
-def _node_feature_affixes(rules: Rules) -> tuple[str, str] | None:
-    """The literal text before and after the Node name when the Naming ``nodeFeature`` format is
-    one placeholder without a filter (the usual one), else ``None``."""
-    parts = rules.node_feature_name.parts
-    if len(parts) == 2 and parts[0][1] == "node" and parts[0][2] is None and parts[1][1] is None:
-        return parts[0][0], parts[1][0]
-    return None
 
 
 def _instance_type_label_problems(name: str, spec: InstanceTypeSpec, rules: Rules) -> list[Problem]:
