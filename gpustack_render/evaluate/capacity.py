@@ -293,15 +293,12 @@ class CapacityEvaluator:
             logical = partitioned = slices = 0
             overcommit_any = False
             profiles: dict[str, int] | None = None  # only partitioned cards have any
-            read: dict[str, int | None] | None = None
             if cards is not None:
-                read = cards[id(group)] = {}
+                cards[id(group)] = {card.id: _card_slices(card.status) for card in group.accelerators}
             for card in group.accelerators:
                 status = card.status
                 physical = status.physicalSliced
                 if physical is not None and physical.count > 0:
-                    if read is not None:
-                        read[card.id] = None
                     partitioned += 1
                     if profiles is None:
                         profiles = defaultdict(int)
@@ -312,8 +309,6 @@ class CapacityEvaluator:
                     self._card_profiles(manufacturer, physical, rows.get(card.id), profiles)
                     continue
                 sliced = status.logicalSliced
-                if read is not None:
-                    read[card.id] = sliced.count if sliced is not None else 0
                 if sliced is not None and sliced.count > 0:
                     logical += 1
                     slices += sliced.count
