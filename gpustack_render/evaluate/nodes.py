@@ -315,9 +315,12 @@ class NodeEvaluator:
         return found
 
     def _cpu_count(self, cpu: Fraction | None) -> int:
-        """``status.capacity.cpu`` rounded up, kept per object with the object (:meth:`evaluate_all` looks
-        it up first): equal quantities are mostly one shared object, as the snapshot parses each text
-        once, and rounding a Fraction is Python code."""
+        """``status.capacity.cpu`` rounded up, kept per object with the object: equal quantities are
+        mostly one shared object, as the snapshot parses each text once, and rounding a Fraction is
+        Python code."""
+        hit = self._cpu_counts.get(id(cpu))
+        if hit is not None and hit[0] is cpu:
+            return hit[1]
         count = max(quantity_ceil(cpu), 0) if cpu is not None else 0
         self._cpu_counts[id(cpu)] = (cpu, count)
         return count
@@ -335,7 +338,7 @@ class NodeEvaluator:
         if self.recorder is not None:
             facts = [self._evaluate_recorded(name, node) for name, node in nodes]
             return facts, [ShapeGroup(f, [f.name]) for f in facts]
-        key_sets, cpu_counts, cpu_count_of = self._key_sets, self._cpu_counts, self._cpu_count
+        key_sets = self._key_sets
         annotation_keys = self._annotation_keys
         one_annotation = annotation_keys[0] if len(annotation_keys) == 1 else None
         no_annotations: Mapping[str, str] = {}
@@ -359,9 +362,8 @@ class NodeEvaluator:
                          tuple(map(annotations.get, annotation_keys)))
             group = groups.get(signature)
             if group is None:
-                hit = cpu_counts.get(id(cpu))
-                cpu_count = hit[1] if hit is not None and hit[0] is cpu else cpu_count_of(cpu)
-                group = groups[signature] = self._group(name, labels, annotations, cpu_count, key_set, by_content)
+                group = groups[signature] = self._group(name, labels, annotations, self._cpu_count(cpu), key_set,
+                                                        by_content)
                 if group.first.name == name:
                     append(group.first)
                     continue
@@ -395,9 +397,7 @@ class NodeEvaluator:
         keys = tuple(labels)
         key_set = self._key_sets.get(keys) or self._key_set(keys)
         cpu = (node.status.capacity or {}).get("cpu")
-        hit = self._cpu_counts.get(id(cpu))
-        cpu_count = hit[1] if hit is not None and hit[0] is cpu else self._cpu_count(cpu)
-        shape = self._read_shape(labels, annotations, cpu_count, key_set)
+        shape = self._read_shape(labels, annotations, self._cpu_count(cpu), key_set)
         self._record(self.recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
         return NodeFacts(name, shape, labels, key_set, shared=False)
 
