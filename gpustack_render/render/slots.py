@@ -430,27 +430,27 @@ def _compile_shape(text: str, slots: int, data_maps: Sequence[tuple[str, str]]) 
     tree = _shape_tree(text, slots)
     if tree is None:
         return _Shape(None)
-    constants: list[Any] = []
-    tidy_constants: list[Any] = []  # the same leaves, in the order the tidy builder writes them
-    found: list[int] = []
     try:
         targets = _tidy_targets(tree, data_maps)
-        source = _source(tree, constants, found, 0, set())
-        tidy_source = _source(tree, tidy_constants, [], 0, targets) if targets else None
+        build, floats = _builder(tree, slots, set())
+        tidy = _builder(tree, slots, targets)[0] if targets else build
     except NotSimple:
         return _Shape(None)
+    return _Shape(build, None if targets is None else tidy, floats)
+
+
+def _builder(tree: Any, slots: int, tidy: set[int], rows: bool = False) -> tuple[Callable[[Any], Any], bool]:
+    """The compiled :func:`_source` of a shape (over its slots, or with ``rows`` over a row of
+    readings), and whether one of its constants is a float; :class:`NotSimple` when it cannot be
+    built or does not hold each of the ``slots`` tokens once."""
+    constants: list[Any] = []
+    found: list[int] = []
+    source = _source(tree, constants, found, 0, tidy, rows)
     if sorted(found) != list(range(slots)):
-        return _Shape(None)
-    floats = any(type(constant) is float for constant in constants)
-    build = eval(compile(f"lambda s: {source}", "<shape>", "eval"),  # noqa: S307 (indices only)
+        raise NotSimple("slots")
+    build = eval(compile(f"lambda {'r' if rows else 's'}: {source}", "<shape>", "eval"),  # noqa: S307 (indices only)
                  {"c": constants, "t": _tidy_strings})
-    if targets is None:
-        return _Shape(build, None, floats)
-    if tidy_source is None:
-        return _Shape(build, build, floats)
-    tidy = eval(compile(f"lambda s: {tidy_source}", "<shape>", "eval"),  # noqa: S307
-                {"c": tidy_constants, "t": _tidy_strings})
-    return _Shape(build, tidy, floats)
+    return build, any(type(constant) is float for constant in constants)
 
 
 class _RowShape:
@@ -490,18 +490,12 @@ def _compile_row_shape(text: str, slots: int, data_maps: Sequence[tuple[str, str
     tree = _shape_tree(text, slots)
     if tree is None:
         return _RowShape(None)
-    constants: list[Any] = []
-    found: list[int] = []
     try:
         targets = _tidy_targets(tree, data_maps)
-        source = _source(tree, constants, found, 0, targets or set(), rows=True)
+        build, floats = _builder(tree, slots, targets or set(), rows=True)
     except NotSimple:
         return _RowShape(None)
-    if sorted(found) != list(range(slots)):
-        return _RowShape(None)
-    build = eval(compile(f"lambda r: {source}", "<shape>", "eval"),  # noqa: S307 (indices only)
-                 {"c": constants, "t": _tidy_strings})
-    return _RowShape(build, targets is not None, any(type(constant) is float for constant in constants))
+    return _RowShape(build, targets is not None, floats)
 
 
 def _tidy_targets(tree: Any, data_maps: Sequence[tuple[str, str]]) -> set[int] | None:
