@@ -150,7 +150,7 @@ def _checker(annotation: Any, metadata: tuple[Any, ...]) -> Check:
     """The check of one annotation and its constraints (applied in their order, after the type)."""
     origin = get_origin(annotation)
     if origin is typing.Annotated:
-        inner, *extra = get_args(annotation)
+        inner, extra = _strip_annotated(annotation)
         return _checker(inner, (*_expanded(extra), *metadata))
     discriminators = [m for m in metadata if isinstance(m, Discriminator)]
     rest = tuple(m for m in metadata if not isinstance(m, (Discriminator, Tag)))
@@ -173,7 +173,7 @@ def _checker(annotation: Any, metadata: tuple[Any, ...]) -> Check:
     return check
 
 
-def _expanded(metadata: list[Any]) -> tuple[Any, ...]:
+def _expanded(metadata: tuple[Any, ...]) -> tuple[Any, ...]:
     """``Annotated[int, Field(ge=0)]`` inside a list: pydantic reads the Field's constraints."""
     out: list[Any] = []
     for meta in metadata:
