@@ -338,80 +338,89 @@ def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker
     models = inputs.models(worker_group)
     files: list[str] = []
     read = _read_objects(paths, problems, files, fastjson.fast_models_for(models))
-    seen: dict[tuple[str, str, str, str], _Seen] = {}
-    snap = Snapshot()
-    used: set[str] = set()
-    settings_objects: list[tuple[str, str, inputs.SettingsObject]] = []
+    placing = _Placing(Snapshot(), models, settings_source, problems)
     for file in read:
-        _place_file(snap, file, models, settings_source, seen, used, settings_objects, problems)
-    _resolve_settings(snap, settings_objects, problems)
+        placing.file(file)
+    snap = placing.snap
+    _resolve_settings(snap, placing.settings_objects, problems)
     if problems:
         raise UserError(problems)
     snap.namespaces.sort()
-    snap.unused_files = sorted(set(files) - used)
+    snap.unused_files = sorted(set(files) - placing.used)
     return snap
 
 
-def _place_source(snap: Snapshot, source: _Source, models: dict[tuple[str, str], type[inputs.Model]],
-                  settings_source: tuple[str, str], seen: dict[tuple[str, str, str, str], _Seen], used: set[str],
-                  settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
-    """What :func:`load_snapshot` does for an object read as plain data: its identity, its model
-    (pydantic words its problems), its place."""
-    ident = _identity(source.obj)
-    if isinstance(ident, str):
-        problems.append(Problem(ident, file=source.file))
-        return
-    group, kind, namespace, name = ident
-    model = models.get((group, kind))
-    if model is None:
-        if (group, kind) in RAW_ONLY_KINDS:
-            used.add(source.file)
-            _keep_raw(snap, ident, source, seen, problems)
-        return
-    is_settings = kind in ("Secret", "ConfigMap")
-    if is_settings and (namespace, name) != settings_source:
-        return
-    used.add(source.file)
-    if not is_settings:
-        namespace = ""  # every other kind read is cluster-scoped (Namespace included)
-        ident = (group, kind, "", name)
-    if not _first_seen(seen, ident, source, problems):
-        return
-    try:
-        typed = inputs.fast_validate(model, source.obj)
-    except ValidationError as err:
-        label = _object_label(kind, namespace, name)
-        for e in err.errors():
-            loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
-            line = locate_line(source.file, kind, name, loc)
-            problems.append(Problem(_message(e), file=source.file, line=line, obj=label, path=field_path(loc, "dotted")))
-        return
-    _place(snap, kind, typed, source, settings_objects, problems)
+@dataclass
+class _Placing:
+    """The objects of the files read, placed into ``snap`` in order (:func:`load_snapshot`), with
+    what that reads (``models``, ``settings_source``) and keeps: the first object of each identity
+    (``seen``), the files that held a kind the tool reads (``used``), the settings objects found."""
 
+    snap: Snapshot
+    models: dict[tuple[str, str], type[inputs.Model]]
+    settings_source: tuple[str, str]
+    problems: list[Problem]
+    seen: dict[tuple[str, str, str, str], _Seen] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    settings_objects: list[tuple[str, str, inputs.SettingsObject]] = field(default_factory=list)
 
-def _place_file(snap: Snapshot, file: _File, models: dict[tuple[str, str], type[inputs.Model]],
-                settings_source: tuple[str, str], seen: dict[tuple[str, str, str, str], _Seen], used: set[str],
-                settings_objects: list[tuple[str, str, inputs.SettingsObject]], problems: list[Problem]) -> None:
-    """Every object of one file in order. A typed object (a bulk kind: cluster-scoped, never the
-    settings object) is placed here without a call per step: 18,645 of them at 10,000 Nodes."""
-    groups: dict[str, str] = {}  # apiVersion → its group
-    for index, entry in enumerate(file.entries):
-        if type(entry) is list:
-            for source in entry:
-                _place_source(snap, source, models, settings_source, seen, used, settings_objects, problems)
-            continue
-        used.add(file.name)
-        kind = fastjson.KINDS[type(entry)]
-        api = entry.apiVersion
-        group = groups.get(api)
-        if group is None:
-            group = groups[api] = api.rpartition("/")[0]
-        ident = (group, kind, "", entry.metadata.name)
-        if ident in seen:
-            _first_seen(seen, ident, (file, index), problems)
-        else:  # (_first_seen's common case, without its call)
-            seen[ident] = (file, index)
-            _place_bulk(snap, kind, entry, file.name)
+    def file(self, file: _File) -> None:
+        """Every object of one file in order. A typed object (a bulk kind: cluster-scoped, never the
+        settings object) is placed here without a call per step: 18,645 of them at 10,000 Nodes."""
+        snap, seen, problems = self.snap, self.seen, self.problems
+        groups: dict[str, str] = {}  # apiVersion → its group
+        for index, entry in enumerate(file.entries):
+            if type(entry) is list:
+                for source in entry:
+                    self.source(source)
+                continue
+            self.used.add(file.name)
+            kind = fastjson.KINDS[type(entry)]
+            api = entry.apiVersion
+            group = groups.get(api)
+            if group is None:
+                group = groups[api] = api.rpartition("/")[0]
+            ident = (group, kind, "", entry.metadata.name)
+            if ident in seen:
+                _first_seen(seen, ident, (file, index), problems)
+            else:  # (_first_seen's common case, without its call)
+                seen[ident] = (file, index)
+                _place_bulk(snap, kind, entry, file.name)
+
+    def source(self, source: _Source) -> None:
+        """An object read as plain data: its identity, its model (pydantic words its problems), its place."""
+        problems = self.problems
+        ident = _identity(source.obj)
+        if isinstance(ident, str):
+            problems.append(Problem(ident, file=source.file))
+            return
+        group, kind, namespace, name = ident
+        model = self.models.get((group, kind))
+        if model is None:
+            if (group, kind) in RAW_ONLY_KINDS:
+                self.used.add(source.file)
+                _keep_raw(self.snap, ident, source, self.seen, problems)
+            return
+        is_settings = kind in ("Secret", "ConfigMap")
+        if is_settings and (namespace, name) != self.settings_source:
+            return
+        self.used.add(source.file)
+        if not is_settings:
+            namespace = ""  # every other kind read is cluster-scoped (Namespace included)
+            ident = (group, kind, "", name)
+        if not _first_seen(self.seen, ident, source, problems):
+            return
+        try:
+            typed = inputs.fast_validate(model, source.obj)
+        except ValidationError as err:
+            label = _object_label(kind, namespace, name)
+            for e in err.errors():
+                loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
+                line = locate_line(source.file, kind, name, loc)
+                problems.append(Problem(_message(e), file=source.file, line=line, obj=label,
+                                        path=field_path(loc, "dotted")))
+            return
+        _place(self.snap, kind, typed, source, self.settings_objects, problems)
 
 
 def _keep_raw(snap: Snapshot, ident: tuple[str, str, str, str], source: _Source,
