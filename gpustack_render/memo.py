@@ -1,4 +1,4 @@
-"""Process-wide memos: a bounded mapping and the content key of a directory's files.
+"""Process-wide memos: bounded mappings and the content key of a directory's files.
 
 A process that runs the pipeline many times (the test suite, ``casetest``, a CI job validating
 several renders) loads the same rules, CRDs and templates again; these let each be compiled once
@@ -9,7 +9,7 @@ rules, loaded CRDs, compiled template code), so sharing them is safe.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -27,6 +27,23 @@ class Bounded(dict[K, V]):
         if key not in self and len(self) >= self.limit:
             del self[next(iter(self))]
         super().__setitem__(key, value)
+
+
+class Memo(dict[K, V]):
+    """``compute(key)`` once per distinct key, for values that repeat across thousands of objects: a
+    hit is a plain dict lookup, in C (``__missing__`` runs only for a new key). Emptied when it holds
+    ``limit`` keys, so memory stays bounded at no cost per hit. A key whose ``compute`` raises is not
+    kept."""
+
+    def __init__(self, compute: Callable[[K], V], limit: int) -> None:
+        super().__init__()
+        self.compute, self.limit = compute, limit
+
+    def __missing__(self, key: K) -> V:
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[key] = self.compute(key)
+        return value
 
 
 def content_key(root: Path, files: Iterable[Path]) -> ContentKey | None:

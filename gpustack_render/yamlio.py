@@ -21,6 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.resolver import implicit_resolvers as _ruamel_implicit_resolvers
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.memo import Memo
 
 # libyaml's classes when PyYAML has them, chosen at run time: typed Any so they can be base classes
 # (the stubs type the C and Python classes apart).
@@ -370,39 +371,11 @@ def _folded(chars: set[str], fold: bool) -> frozenset[str] | None:
     return frozenset(chars | {char.lower() for char in chars} | {char.upper() for char in chars})
 
 
-# How each distinct string is written, as a value and as a key (label values and keys repeat across
-# thousands of objects); plain dicts, read with ``get`` in the emitter's loop, cleared when full.
-_SCALAR_TEXTS: dict[str, str] = {}
-_KEY_TEXTS: dict[str, str] = {}
-_TEXTS_MAX = 1 << 17
-
-
-def _scalar_text(value: str) -> str:
-    """How the dumper writes the string ``value`` as a mapping value (remembered)."""
-    text = _SCALAR_TEXTS.get(value)
-    return _new_scalar_text(value) if text is None else text
-
-
 def _new_scalar_text(value: str) -> str:
-    """:func:`_scalar_text` of a value not remembered yet; a letter word judged in one step (what
-    :func:`_plainly_plain` would do first), as most distinct values of a render are."""
+    """How the dumper writes the string ``value`` as a mapping value; a letter word judged in one
+    step (what :func:`_plainly_plain` would do first), as most distinct values of a render are."""
     fast = _LETTER_WORD[0]
-    text = value if fast is not None and len(value) <= 128 and fast.match(value) else _write_scalar(value)
-    if len(_SCALAR_TEXTS) >= _TEXTS_MAX:
-        _SCALAR_TEXTS.clear()
-    _SCALAR_TEXTS[value] = text
-    return text
-
-
-def _key_text(value: str) -> str:
-    """How the dumper writes ``value`` as a key (remembered)."""
-    text = _KEY_TEXTS.get(value)
-    if text is None:
-        text = _write_key(value)
-        if len(_KEY_TEXTS) >= _TEXTS_MAX:
-            _KEY_TEXTS.clear()
-        _KEY_TEXTS[value] = text
-    return text
+    return value if fast is not None and len(value) <= 128 and fast.match(value) else _write_scalar(value)
 
 
 def _write_scalar(value: str) -> str:
@@ -423,6 +396,14 @@ def _write_key(value: str) -> str:
     if text.startswith("?") or not text.endswith(": 0\n") or len(text.splitlines()) != 1:
         raise NotSimple(value)
     return text[:-4]
+
+
+# How each distinct string is written, as a value and as a key (label values and keys repeat across
+# thousands of objects), read by subscription in the emitter's loop.
+_SCALAR_TEXTS: Memo[str, str] = Memo(_new_scalar_text, 1 << 17)
+_KEY_TEXTS: Memo[str, str] = Memo(_write_key, 1 << 17)
+_scalar_text = _SCALAR_TEXTS.__getitem__
+_key_text = _KEY_TEXTS.__getitem__
 
 
 def _scalar(value: Any, kind: type) -> str:
@@ -458,12 +439,12 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], 
     if id(mapping) in seen:  # the dumper would write an anchor and an alias
         raise NotSimple("shared")
     seen.add(id(mapping))
-    append, known_key, known_scalar = out.append, _KEY_TEXTS.get, _SCALAR_TEXTS.get
+    append, key_texts, scalar_texts = out.append, _KEY_TEXTS, _SCALAR_TEXTS
     for key, value in mapping.items():
-        key_text = (known_key(key) or _key_text(key)) if type(key) is str else _scalar(key, type(key))
+        key_text = key_texts[key] if type(key) is str else _scalar(key, type(key))
         kind = type(value)
         if kind is str:
-            append(f"{lead}{key_text}: {known_scalar(value) or _new_scalar_text(value)}\n")
+            append(f"{lead}{key_text}: {scalar_texts[value]}\n")
         elif kind is dict:
             if value:
                 append(f"{lead}{key_text}:\n")
@@ -528,27 +509,22 @@ def document_writer(sample: Any, holes: Sequence[tuple[str, int, bool]]) -> Call
     return write
 
 
-# Blocks of mappings of strings per indentation and content (document_writer's rows: label sets
-# repeat across thousands of objects); bounded.
-_BLOCKS: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-_BLOCKS_MAX = 4096
-
-
 def _block_after_key(mapping: dict[str, str], pad: str) -> str:
     """What follows ``key:`` for a mapping of strings at ``pad``: `` {}``, or its block (the
     newline before it, none after it)."""
-    if not mapping:
-        return " {}"
-    content = (pad, tuple(mapping.items()))
-    text = _BLOCKS.get(content)
-    if text is None:
-        lines: list[str] = []
-        _emit_mapping(mapping, pad, pad, lines, set())
-        text = "\n" + "".join(lines)[:-1]
-        if len(_BLOCKS) >= _BLOCKS_MAX:
-            _BLOCKS.clear()
-        _BLOCKS[content] = text
-    return text
+    return _BLOCKS[(pad, tuple(mapping.items()))] if mapping else " {}"
+
+
+def _new_block(content: tuple[str, tuple[tuple[str, str], ...]]) -> str:
+    pad, items = content
+    lines: list[str] = []
+    _emit_mapping(dict(items), pad, pad, lines, set())
+    return "\n" + "".join(lines)[:-1]
+
+
+# Blocks of mappings of strings per indentation and content (document_writer's rows: label sets
+# repeat across thousands of objects).
+_BLOCKS: Memo[tuple[str, tuple[tuple[str, str], ...]], str] = Memo(_new_block, 4096)
 
 
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from gpustack_render.memo import Memo
 from gpustack_render.rules import load_rules
 from gpustack_render.snapshot import fastjson, fastyaml, inputs
 from test_speed_snapshot import _load, _load_both, _typed  # the fast reader against the old one
@@ -214,9 +215,8 @@ def test_utf8_of_a_mapping_is_checked_across_runs(tmp_path: Path, monkeypatch: p
         mapped.close()
 
 
-def test_the_quantity_cache_keeps_no_refusal_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inputs._QuantityCache, "LIMIT", 4)
-    cache = inputs._QuantityCache()
+def test_the_quantity_cache_keeps_no_refusal_and_stays_bounded() -> None:
+    cache = Memo(inputs._quantity_text, 4)
     for _ in range(2):
         with pytest.raises(ValueError):
             cache["eight"]

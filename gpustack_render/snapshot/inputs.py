@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from pydantic_core import PydanticCustomError
 
 from gpustack_render.k8s import QuantityError, parse_quantity
+from gpustack_render.memo import Memo
 
 
 def _label_value(value: Any) -> str:
@@ -353,21 +354,9 @@ def _quantity_text(text: str) -> Fraction:
         raise ValueError(str(err)) from None
 
 
-class _QuantityCache(dict[str, Fraction]):
-    """Capacity values repeat across thousands of Nodes: each text parsed once (a refusal is not
-    kept). A plain dict lookup per value (``__missing__`` runs only for a new text) is a third of
-    an ``lru_cache`` call; emptied when full, so memory stays bounded as the cache was before."""
-
-    LIMIT = 1 << 16
-
-    def __missing__(self, text: str) -> Fraction:
-        if len(self) >= self.LIMIT:
-            self.clear()
-        value = self[text] = _quantity_text(text)
-        return value
-
-
-_QUANTITIES = _QuantityCache()
+# Capacity values repeat across thousands of Nodes: each text parsed once (a refusal is not kept);
+# a dict lookup per value is a third of an ``lru_cache`` call.
+_QUANTITIES = Memo(_quantity_text, 1 << 16)
 
 
 _Name = Annotated[str, msgspec.Meta(min_length=1)]
