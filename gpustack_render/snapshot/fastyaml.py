@@ -104,14 +104,18 @@ def read_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | N
     engines = _engines()
     if engines.ryml is None:
         return None
-    if len(data) >= _THREADED_SCAN:  # a kubectl List: each run of items scanned as the one before is parsed
-        chunked = _list_chunks(data)
-        if chunked is not None:
-            if engines.danger.search(chunked[0]):  # the List's own lines, scanned before they are parsed
-                return None
-            if _is_list(chunked[0]):
-                return _chunked_items(data, chunked[1], fast_models, engines.danger)
-    return None if engines.danger.search(data) else _parsed_items(data, fast_models)
+    danger, chunked = engines.danger, _list_chunks(data)
+    if chunked is not None and len(data) >= _THREADED_SCAN:  # each run of items scanned as the one before is parsed
+        if danger.search(chunked[0]):  # the List's own lines, scanned before they are parsed
+            return None
+        if _is_list(chunked[0]):
+            return _chunked_items(data, chunked[1], fast_models, danger)
+        chunked = None  # an object itself: parsed whole, below
+    if danger.search(data):
+        return None
+    if chunked is not None and _is_list(chunked[0]):
+        return _chunked_items(data, chunked[1], fast_models)
+    return _whole_items(data, fast_models)
 
 
 class _Scans:
@@ -167,11 +171,8 @@ class _Scans:
 _THREADED_SCAN = 1 << 22  # smaller files: scanned whole, then parsed only if they pass (no thread)
 
 
-def _parsed_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
-    """The objects of one YAML file as rapidyaml reads it, before the pre-scan's verdict."""
-    chunked = _list_chunks(data)
-    if chunked is not None and _is_list(chunked[0]):
-        return _chunked_items(data, chunked[1], fast_models)
+def _whole_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
+    """The objects of a YAML file (that passed the pre-scan) parsed whole, document by document."""
     documents = _json_documents(bytearray(data))  # parsed in place: a copy
     if documents is None:
         return None
