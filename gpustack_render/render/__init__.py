@@ -32,7 +32,7 @@ from gpustack_render.memo import Bounded
 from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render import slots
-from gpustack_render.render.sandbox import BoundedSandbox, time_budget
+from gpustack_render.render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
 from gpustack_render.yamlio import NotSimple, has_float, load_simple_block, load_yaml_text
 
 CATALOG_KIND = "InstanceTypeFlavor"
@@ -113,17 +113,18 @@ class Renderer:
         slotted = self._slotted_template(kind) if len(items) >= SLOT_MIN_ITEMS else None
         untidy: Iterable[int] | None = None  # the objects that still need _tidy (None: all)
         if slotted is None:
-            objects = _parse_rendered(_render_texts(template, items, path), path)
+            objects = _parse_rendered(_render_texts(template, items, path, kind), items, template, kind)
         else:
             try:
                 with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
                     rendered = slots.render_all(self.env, slotted, items, self._recorder,
                                                 lambda length: _check_size(length, path))
             except TemplateError as err:
-                raise _template_failed(err, path) from None
+                raise _slots_failed(err, template, items, path, kind) from None
             built = self._shapes.build(rendered)
             if built is None:  # read from the real texts, exactly as before
-                objects = _parse_rendered(self._real_texts(rendered, template, items, path), path)
+                objects = _parse_rendered(self._real_texts(rendered, template, items, path, kind), items,
+                                          template, kind)
             else:
                 objects, untidy = built
         if len(objects) != len(items) or not (set(map(type, objects)) <= _DICT
@@ -145,11 +146,11 @@ class Renderer:
         return self._slotted[kind]
 
     def _real_texts(self, rendered: Iterable[slots.Rendered], template: Template, items: Sequence[Any],
-                    path: str) -> list[str]:
+                    path: str, kind: str) -> list[str]:
         try:
             return [one.real_text() for one in rendered]
         except NotSimple:  # cannot happen for straight outputs; render the real texts again
-            return _render_texts(template, items, path)
+            return _render_texts(template, items, path, kind)
 
     def render_plan(self, plan: Plan) -> Manifests:
         """Every rendered object, ordered by kind, then namespace, then name; whether a float may
@@ -160,14 +161,21 @@ class Renderer:
                    "LocalQueue": plan.local_queues}
         out: list[dict[str, Any]] = []
         documents = self._shapes.documents = {}  # objects built from batches, with their YAML writers
+        problems: list[Problem] = []  # each template's mistake, all of them in one pass
         try:
             for kind in RENDER_KINDS:
-                objects, well_formed = self._render_kind(kind, sources[kind])
+                try:
+                    objects, well_formed = self._render_kind(kind, sources[kind])
+                except UserError as err:
+                    problems.extend(err.problems)
+                    continue
                 path = str(self.dir / f"{kind}.yaml.j2")
                 out.extend(_sorted_unique(objects, sources[kind], path) if well_formed
                            else _checked_sorted(objects, sources[kind], path))
         finally:
             self._shapes.documents = None
+        if problems:
+            raise UserError(problems)
         return Manifests(out, self.floats or self._recorder.floats or self._shapes.floats, documents)
 
     def render_catalog(self, plan: Plan) -> dict[str, Any]:
@@ -175,7 +183,7 @@ class Renderer:
         return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
-def _parse_rendered(texts: list[str], path: str) -> list[Any]:
+def _parse_rendered(texts: list[str], items: Sequence[Any], template: Template, kind: str) -> list[Any]:
     """The rendered documents as data. The block subset templates write is read by the fast
     reader; one document outside it sends the whole kind through libyaml, as before (which also
     words every error)."""
@@ -185,22 +193,105 @@ def _parse_rendered(texts: list[str], path: str) -> list[Any]:
         pass
     try:
         return [o for o in load_yaml_text("".join("---\n" + text + "\n" for text in texts)) if o is not None]
-    except yaml.YAMLError as err:
-        raise UserError([Problem(f"template does not produce valid YAML: {str(err).splitlines()[0]}",
-                                 file=path)]) from None
+    except yaml.YAMLError:
+        raise _invalid_yaml(texts, items, template, kind) from None
 
 
-def _render_texts(template: Template, items: Sequence[Any], path: str) -> list[str]:
-    """Each item's rendered text, within the pass's time budget and each object's size limit."""
-    try:
-        with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
-            return [_sized(template.render(obj=item), path) for item in items]
-    except TemplateError as err:
-        raise _template_failed(err, path) from None
+def _render_texts(template: Template, items: Sequence[Any], path: str, kind: str) -> list[str]:
+    """Each item's rendered text, within the pass's time budget and each object's size limit; a
+    template mistake is worded at its line, with the first object it failed on."""
+    texts = []
+    with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
+        for item in items:
+            try:
+                texts.append(_sized(template.render(obj=item), path))
+            except TemplateError as err:
+                raise _template_failed(err, path, kind, item) from None
+    return texts
 
 
-def _template_failed(err: TemplateError, path: str) -> UserError:
-    return UserError([Problem(f"template failed: {err}", file=path, line=getattr(err, "lineno", None))])
+def _slots_failed(err: TemplateError, template: Template, items: Sequence[Any], path: str, kind: str) -> UserError:
+    """A mistake met by the slotted rendering, worded as the real template meets it (its line, its
+    first object): the items are rendered again the plain way, which raises it. A pass out of time
+    is not run a second time."""
+    if isinstance(err, TimeBudgetExceeded):
+        return _template_failed(err, path, kind, None)
+    _render_texts(template, items, path, kind)
+    return _template_failed(err, path, kind, None)  # the plain way passed: the slotted error as it is
+
+
+def _template_failed(err: TemplateError, path: str, kind: str, item: Any) -> UserError:
+    line = getattr(err, "lineno", None)
+    if line is None:  # a runtime error: the template's innermost line in the traceback
+        tb = err.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+    return UserError([Problem(f"template failed: {err}", file=path, line=line,
+                              obj=_object_label(kind, item) if item is not None else "")])
+
+
+def _invalid_yaml(texts: list[str], items: Sequence[Any], template: Template, kind: str) -> UserError:
+    """The first rendered object libyaml refuses, at the template line that wrote the text it
+    stopped at, with the cause (only an error pays for finding them)."""
+    path = template.filename or template.name or ""
+    for text, item in zip(texts, items):
+        try:
+            list(load_yaml_text(text))
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+            cause = "; ".join(str(p) for p in (getattr(err, "context", None), getattr(err, "problem", None)) if p)
+            line = None
+            if mark is not None:
+                cause += f" (line {mark.line + 1}, column {mark.column + 1} of the rendered object)"
+                lines = text.splitlines(keepends=True)
+                line = _written_at(template, item, sum(map(len, lines[:mark.line])) + mark.column)
+            return UserError([Problem(f"template does not produce valid YAML: {cause or err}", file=path,
+                                      line=line, obj=_object_label(kind, item))])
+    return UserError([Problem("template does not produce valid YAML (the objects are valid one by one: "
+                              "one must not end a document)", file=path, obj=kind)])
+
+
+def _written_at(template: Template, item: Any, offset: int) -> int | None:
+    """The template line that wrote character ``offset`` of ``item``'s text. The template's code is
+    run chunk by chunk; a value stands at the line the code is at when it yields it, a run of the
+    template's own text (which may follow a tag on a later line) starts at the line the parser
+    found it on, nearest that one, and ``offset`` is as many lines below as newlines precede it."""
+    generator = template.root_render_func(template.new_context({"obj": item}))
+    texts = _text_lines(template)
+    written = 0
+    with time_budget(TIME_BUDGET_S):
+        for chunk in generator:
+            frame, inner = generator.gi_frame, generator.gi_yieldfrom  # type: ignore[attr-defined]
+            while inner is not None and getattr(inner, "gi_frame", None) is not None:
+                if inner.gi_frame.f_code.co_filename == frame.f_code.co_filename:
+                    frame = inner.gi_frame
+                inner = getattr(inner, "gi_yieldfrom", None)
+            line = template.get_corresponding_lineno(frame.f_lineno)
+            if written + len(chunk) > offset:
+                starts = [start for start in texts.get(chunk, ()) if start >= line]
+                return min(starts) + chunk.count("\n", 0, offset - written) if starts else line
+            written += len(chunk)
+    return None
+
+
+def _text_lines(template: Template) -> dict[str, list[int]]:
+    """The template's runs of text, each with the lines it starts on."""
+    from jinja2 import nodes
+    environment, name = template.environment, template.name or ""
+    assert environment.loader is not None
+    source = environment.loader.get_source(environment, name)[0]
+    lines: dict[str, list[int]] = {}
+    for node in environment.parse(source, name, template.filename).find_all(nodes.TemplateData):
+        lines.setdefault(node.data, []).append(node.lineno)
+    return lines
+
+
+def _object_label(kind: str, item: Any) -> str:
+    """``Kind/name``, or ``Kind/namespace/name`` for a namespaced plan item."""
+    namespace = getattr(item, "namespace", "")
+    return f"{kind}/{namespace}/{getattr(item, 'name', '?')}" if namespace else f"{kind}/{getattr(item, 'name', '?')}"
 
 
 def _sized(text: str, path: str) -> str:
@@ -272,7 +363,7 @@ def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> lis
     or a namespaced one without, is applied somewhere else than the render means."""
     meta = mapping_field(obj, "metadata")
     name = meta.get("name")
-    label = f"{kind}/{getattr(item, 'name', '?')}"
+    label = _object_label(kind, item)
     if obj.get("kind") != kind:
         return [Problem(f"the template renders kind {obj.get('kind')!r}; it must render {kind}", file=path,
                         obj=label, path="kind")]

@@ -51,7 +51,8 @@ import operator
 import re
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from jinja2 import Environment, Template, nodes
+from jinja2 import Environment, Template, Undefined, nodes
+from jinja2.exceptions import TemplateRuntimeError
 from jinja2.ext import Extension
 
 from gpustack_render.memo import Bounded
@@ -78,10 +79,24 @@ def is_text_map(data: dict[Any, Any]) -> bool:
     return set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR
 
 
+class NotWritable(TemplateRuntimeError, TypeError):
+    """``q`` was given a value JSON cannot write: a template mistake (an undefined name or attribute,
+    a plan object instead of its field), reported at the template's line like any other."""
+
+
+def _unwritable(value: Any) -> Any:
+    """What the encoders do with a value JSON has no form for (called only for those)."""
+    if isinstance(value, Undefined):
+        value._fail_with_undefined_error()  # raises UndefinedError, worded by jinja
+    raise NotWritable(f"the q filter cannot write a {type(value).__name__}: Object of type "
+                      f"{type(value).__name__} is not JSON serializable")
+
+
 # ``json.dumps(value, ensure_ascii=False, sort_keys=...)`` builds an encoder per call with these
-# arguments; these are the same encoders, built once (dumps does nothing else with them).
-_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
-_ENCODE_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+# arguments; these are the same encoders, built once (dumps does nothing else with them; the default
+# hook is called only for a value they cannot write, where dumps raises TypeError).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=_unwritable).encode
+_ENCODE_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=_unwritable).encode
 # What that encoder writes for a str (its C string encoder).
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
