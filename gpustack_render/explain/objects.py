@@ -171,8 +171,9 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a queue built from an InstanceType"],
         ("metadata", "annotations", x.vocab.tasQueueAnnotation): ["resourceGroups is not empty"],
         ("spec", "stopPolicy"): [_stop_reason(x, queue)],
-        ("spec", "resourceGroups"): ["the snapshot's resource groups, kept verbatim (last good plan): "
-                                     + (queue.refusal or _stop_reason(x, queue)),
+        ("spec", "resourceGroups"): [("the snapshot's resource groups with only the flavors that still exist "
+                                      "(last good plan): " + queue.refusal) if queue.refusal else
+                                     "the snapshot's resource groups, kept verbatim: " + _stop_reason(x, queue),
                                      x.snap_ref("ClusterQueue", queue.name, "spec.resourceGroups")]
         if queue.kept_resource_groups and not queue.flavors
         else ["the validated plan (Flavor selection and Quota below)"],
@@ -258,7 +259,8 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
             quota.add(f"{entry.name}: nominalQuota = {rule.nominal_quota.source} with {used} = {value} -> "
                       f"{show(entry.nominal_quota)}", x.rule("Queues", "quota", kind_name, "nominalQuota"))
     elif queue.kept_resource_groups:
-        quota.add("no new plan: the snapshot's resource groups are kept verbatim")
+        quota.add("no new plan: the snapshot's resource groups are kept"
+                  + (" with only the flavors that still exist" if queue.refusal else " verbatim"))
     else:
         quota.add("no resource groups")
 
