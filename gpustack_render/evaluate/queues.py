@@ -181,9 +181,9 @@ class QueueBuilder:
         """A kept (last good) plan keeps only the flavors that still exist (stage4-chain.md §2.5):
         a flavor of the render's own name format that it no longer renders is deleted (Kueue holds
         its finalizer until no queue references it, and dropping it is the update it waits for),
-        and a foreign flavor the snapshot does not hold does not exist. A group left without
-        flavors goes (Kueue requires 1 to 64), and no group left means no groups at all. Returns
-        the groups and the names dropped."""
+        whether or not the snapshot still holds it; a foreign flavor was never the render's and is
+        kept. A group left without flavors goes (Kueue requires 1 to 64), and no group left means
+        no groups at all. Returns the groups and the names dropped."""
         kept, dropped = [], []
         for group in groups or []:
             if not isinstance(group, dict) or not isinstance(group.get("flavors"), list):
@@ -202,9 +202,7 @@ class QueueBuilder:
 
     def _exists(self, flavor: str) -> bool:
         """Whether a ResourceFlavor of this name is there once the render is applied."""
-        if flavor in self.rendered:
-            return True
-        return not flavor.startswith(self.rules.resource_flavor_prefix) and flavor in self.snapshot.resource_flavors
+        return flavor in self.rendered or not flavor.startswith(self.rules.resource_flavor_prefix)
 
     def _check_active(self, name: str) -> bool:
         check = self.snapshot.admission_checks.get(name)
