@@ -29,9 +29,9 @@ from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import identity, mapping_field
 from gpustack_render.memo import Bounded
-from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render import slots
+from gpustack_render.render.locate import locate
 from gpustack_render.render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
 from gpustack_render.yamlio import NotSimple, has_float, load_simple_block, load_yaml_text
 
@@ -78,10 +78,10 @@ _COMPILED = _CompiledTemplates()
 
 class Renderer:
     def __init__(self, templates_dir: Path | None = None) -> None:
-        self.dir = templates_dir or default_templates_dir()
-        if not self.dir.is_dir():
-            raise UserError.single("templates directory not found", file=str(self.dir))
-        self.env = BoundedSandbox(loader=FileSystemLoader(str(self.dir)), bytecode_cache=_COMPILED,
+        self.templates = locate(templates_dir, RENDER_KINDS + (CATALOG_KIND,))  # an overlay over the built-in
+        self.dir = self.templates.dir
+        loader = FileSystemLoader([str(d) for d in self.templates.search])
+        self.env = BoundedSandbox(loader=loader, bytecode_cache=_COMPILED,
                                   undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
         self.env.filters["q"] = _quote
         self._recorder = slots.install(self.env)
@@ -95,9 +95,9 @@ class Renderer:
                 self._templates[kind] = self.env.get_template(f"{kind}.yaml.j2")
             except TemplateSyntaxError as err:
                 problems.append(Problem(f"template syntax error: {err.message}",
-                                        file=str(self.dir / f"{kind}.yaml.j2"), line=err.lineno))
+                                        file=str(self.templates.file(kind)), line=err.lineno))
             except TemplateError as err:
-                problems.append(Problem(f"cannot load template: {err}", file=str(self.dir / f"{kind}.yaml.j2")))
+                problems.append(Problem(f"cannot load template: {err}", file=str(self.templates.file(kind))))
         if problems:
             raise UserError(problems)
 
@@ -109,7 +109,7 @@ class Renderer:
         checks (then their order and identity keys are read without the general checks)."""
         if not items:
             return [], True
-        template, path = self._templates[kind], str(self.dir / f"{kind}.yaml.j2")
+        template, path = self._templates[kind], str(self.templates.file(kind))
         slotted = self._slotted_template(kind) if len(items) >= SLOT_MIN_ITEMS else None
         untidy: Iterable[int] | None = None  # the objects that still need _tidy (None: all)
         if slotted is None:
@@ -169,7 +169,7 @@ class Renderer:
                 except UserError as err:
                     problems.extend(err.problems)
                     continue
-                path = str(self.dir / f"{kind}.yaml.j2")
+                path = str(self.templates.file(kind))
                 out.extend(_sorted_unique(objects, sources[kind], path) if well_formed
                            else _checked_sorted(objects, sources[kind], path))
         finally:
