@@ -124,8 +124,12 @@ def test_the_files_use_the_commands_they_document() -> None:
     assert {("plugin.yaml generate", "render"), ("plugin.yaml init", "validate"),
             (".pre-commit-hooks.yaml", "validate"), (".pre-commit-hooks.yaml", "render")} <= used
     assert {"snapshot", "validate", "diff", "render"} <= {sub for where, sub in used if where == "workflow"}
-    markdown = [cmd for where, cmd in all_invocations() if cmd[1] == "diff" and "--format" in cmd]
+    diffs = [cmd for where, cmd in all_invocations() if cmd[1] == "diff" and "--format" in cmd]
+    markdown = [cmd for cmd in diffs if "--guard-removals" not in cmd]
     assert markdown and all(cmd[cmd.index("--format") + 1] == "markdown" for cmd in markdown)
+    # The removal guard runs in every job of the workflow (the pull request's, render's, snapshot's).
+    guards = [cmd for where, cmd in all_invocations() if where == "workflow" and "--guard-removals" in cmd]
+    assert len(guards) == 3 and all(cmd[1] == "diff" and "--against" in cmd for cmd in guards), guards
     # Every validate either checks schemas against CRDs or says it skips them (no warning per sync).
     validates = [cmd for where, cmd in all_invocations() if cmd[1] == "validate" and where != ".pre-commit-hooks.yaml"]
     assert validates and all(("--crds" in cmd) != ("--skip-schema" in cmd) for cmd in validates), validates
