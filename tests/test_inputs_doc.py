@@ -4,14 +4,13 @@ promises for a snapshot without Namespaces is given."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from cli_invoke import invoke
+from test_docs import builder
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -19,16 +18,8 @@ MINIMAL = DOCS / "inputs" / "minimal"
 NO_NAMESPACE = "the snapshot holds no Namespace, so no LocalQueue is rendered for the 2 ClusterQueue(s)"
 
 
-def builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_inputs_md", DOCS / "tools" / "build_inputs_md.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_inputs_page_is_a_fresh_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    build = builder()
+    build = builder("build_inputs_md")
     monkeypatch.chdir(REPO)
     built = build.build_page()
     committed = (DOCS / "inputs.md").read_text(encoding="utf-8")
