@@ -99,3 +99,23 @@ def test_the_readme_node_patches_lines_are_the_tools_own(monkeypatch: pytest.Mon
     assert "--subresource=status" in result.stdout
     section = _readme_section("Beside the operator")
     assert f"```sh\n{result.stdout.rstrip()}\n```" in section, "README's node-patches lines are stale"
+
+
+def test_the_page_names_every_kind_snapshot_captures_and_every_cpu_annotation() -> None:
+    """The contract stays complete: a kind `snapshot` starts capturing, or a CPU annotation added to
+    the vocabulary, must be documented on the page."""
+    from gpustack_render.snapshot.inputs import builtin_vocabulary
+    from gpustack_render.snapshot.live import resources
+    page = (DOCS / "inputs.md").read_text(encoding="utf-8")
+    vocabulary = builtin_vocabulary()
+    for res in resources(str(vocabulary["workerApiGroup"]), str(vocabulary["nodeFeatureNamespace"])):
+        assert f"**{res.kind}**" in page or f"### {res.kind} " in page, res.kind
+        assert all(f"`{v}`" in page for v in res.versions if res.group), (res.kind, res.versions)
+    annotations = vocabulary["cpuAnnotations"]
+    keys = [annotations["product"], annotations["family"], *annotations["detail"].values(),
+            *annotations["cache"].values()]
+    prefix = "feature.gpustack.ai/"
+    for key in keys:
+        short = key.removeprefix(prefix)
+        assert f"`{short}`" in page or f"`{key}`" in page or f"`-{short.rsplit('-', 1)[-1]}`" in page, key
+    assert "NodeFeatures in `gpustack-system`" in page
