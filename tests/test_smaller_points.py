@@ -196,3 +196,13 @@ def test_the_readme_timings_name_the_machine() -> None:
 def test_the_readme_summary_is_a_fresh_run() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert invoke("summary", "fixtures/demo").stdout in text
+
+
+def test_a_large_snapshot_file_is_named_without_a_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding the line composes the file again (the bulk readers keep no positions): over
+    MAX_LOCATED_BYTES the warning names the file only, so a large snapshot does not pay for it."""
+    from gpustack_render.snapshot import place
+    nodes, line = _demo_with_bad_count(tmp_path)
+    monkeypatch.setattr(place, "MAX_LOCATED_BYTES", nodes.stat().st_size - 1)
+    result = invoke("render", nodes.parent)
+    assert f"gpustack-render: warning: {nodes}: {WARNING}" in result.stderr.splitlines()
