@@ -60,26 +60,17 @@ def _first_name(snapshot: Path, kind: str) -> str:
     return f"{kind}/{first.namespace}/{first.name}" if getattr(first, "namespace", "") else f"{kind}/{first.name}"
 
 
+NO_NMAE = "template failed: 'gpustack_render.evaluate.plan.QueueFlavorQuota object' has no attribute 'nmae'"
+NO_NODEE = "template failed: 'gpustack_render.evaluate.plan.NodeFeaturePlan object' has no attribute 'nodee'"
+FLAVOR, NODE = "- name: {{ flavor.name | q }}", "node-name: {{ obj.node | q }}"
 MISTAKES = {
     # id: (template, old text, new text, cause)
-    "undefined-attribute-q": ("ClusterQueue.yaml.j2", "- name: {{ flavor.name | q }}", "- name: {{ flavor.nmae | q }}",
-                              "template failed: 'gpustack_render.evaluate.plan.QueueFlavorQuota object' has no "
-                              "attribute 'nmae'"),
-    "undefined-attribute": ("ClusterQueue.yaml.j2", "- name: {{ flavor.name | q }}", "- name: {{ flavor.nmae }}",
-                            "template failed: 'gpustack_render.evaluate.plan.QueueFlavorQuota object' has no "
-                            "attribute 'nmae'"),
-    "filter-on-undefined": ("ClusterQueue.yaml.j2", "- name: {{ flavor.name | q }}",
-                            "- name: {{ flavor.nmae | upper | q }}",
-                            "template failed: 'gpustack_render.evaluate.plan.QueueFlavorQuota object' has no "
-                            "attribute 'nmae'"),
-    "nodefeature-undefined-q": ("NodeFeature.yaml.j2", "node-name: {{ obj.node | q }}",
-                                "node-name: {{ obj.nodee | q }}",
-                                "template failed: 'gpustack_render.evaluate.plan.NodeFeaturePlan object' has no "
-                                "attribute 'nodee'"),
-    "nodefeature-statement": ("NodeFeature.yaml.j2", "node-name: {{ obj.node | q }}",
-                              "node-name: {% if obj %}{{ obj.nodee | q }}{% endif %}",
-                              "template failed: 'gpustack_render.evaluate.plan.NodeFeaturePlan object' has no "
-                              "attribute 'nodee'"),
+    "undefined-attribute-q": ("ClusterQueue.yaml.j2", FLAVOR, "- name: {{ flavor.nmae | q }}", NO_NMAE),
+    "undefined-attribute": ("ClusterQueue.yaml.j2", FLAVOR, "- name: {{ flavor.nmae }}", NO_NMAE),
+    "filter-on-undefined": ("ClusterQueue.yaml.j2", FLAVOR, "- name: {{ flavor.nmae | upper | q }}", NO_NMAE),
+    "nodefeature-undefined-q": ("NodeFeature.yaml.j2", NODE, "node-name: {{ obj.nodee | q }}", NO_NODEE),
+    "nodefeature-statement": ("NodeFeature.yaml.j2", NODE, "node-name: {% if obj %}{{ obj.nodee | q }}{% endif %}",
+                              NO_NODEE),
     "localqueue-unwritable": ("LocalQueue.yaml.j2", "  name: {{ obj.name | q }}", "  name: {{ obj | q }}",
                               "template failed: the q filter cannot write a LocalQueuePlan: Object of type "
                               "LocalQueuePlan is not JSON serializable"),
@@ -104,9 +95,8 @@ def test_a_template_mistake_is_one_user_error_at_its_line(tmp_path: Path, genera
 
 def test_mistakes_in_two_templates_are_two_lines(tmp_path: Path, generated: Path) -> None:
     """One line per mistake: each broken template is reported once, in the same run."""
-    _templates(tmp_path, "ClusterQueue.yaml.j2", "- name: {{ flavor.name | q }}", "- name: {{ flavor.nmae | q }}")
-    templates, line = _templates(tmp_path, "NodeFeature.yaml.j2", "node-name: {{ obj.node | q }}",
-                                 "node-name: {{ obj.nodee | q }}")
+    _templates(tmp_path, "ClusterQueue.yaml.j2", FLAVOR, "- name: {{ flavor.nmae | q }}")
+    templates, line = _templates(tmp_path, "NodeFeature.yaml.j2", NODE, "node-name: {{ obj.nodee | q }}")
     code, out, err = _render(templates, generated)
     assert (code, out) == (2, "")
     assert len(err) == 2, err
