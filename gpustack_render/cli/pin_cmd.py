@@ -64,7 +64,7 @@ class PinCommand(click.Command):
 @click.argument("workloads", nargs=-1, required=True, metavar="WORKLOAD...")
 @click.option(SNAPSHOT_OPTION, "snapshot", multiple=True, required=True, metavar="SNAPSHOT...",
               help="Cluster snapshot files or directories, or - for stdin: every path after --snapshot up "
-                   "to the next option (or repeat --snapshot).")
+                   "to the next option or -- (so WORKLOADs come first, or after --; or repeat --snapshot).")
 @set_option
 @rules_option
 @allow_empty_option
