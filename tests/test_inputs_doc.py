@@ -119,3 +119,17 @@ def test_the_page_names_every_kind_snapshot_captures_and_every_cpu_annotation() 
         short = key.removeprefix(prefix)
         assert f"`{short}`" in page or f"`{key}`" in page or f"`-{short.rsplit('-', 1)[-1]}`" in page, key
     assert "NodeFeatures in `gpustack-system`" in page
+
+
+def test_the_readme_cronjob_parses_and_runs_the_documented_commands() -> None:
+    import yaml
+    section = _readme_section("Beside the operator")
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    job = yaml.safe_load(block)
+    assert job["kind"] == "CronJob" and job["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    shell, flags, script = pod["containers"][0]["command"]
+    assert (shell, flags) == ("sh", "-ec")
+    assert script.split(" && ") == ["gpustack-render -q snapshot -o /tmp/cluster.json",
+                                    "gpustack-render node-patches /tmp/cluster.json --format kubectl > /tmp/patches.sh",
+                                    "sh -e /tmp/patches.sh"]
