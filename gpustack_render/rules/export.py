@@ -137,16 +137,13 @@ def linked_text(path: Path, schema_dir: Path) -> str | None:
     return line + "\n" + text
 
 
-def rule_files(rules_dir: Path) -> list[Path]:
-    return sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
 def relink(rules_dir: Path, schema_dir: Path) -> tuple[list[Path], list[Path]]:
     """Point every rule file of ``rules_dir`` at the schemas in ``schema_dir``: after copying
     ``rules/`` into a GitOps repository the built-in ``../schemas/`` link would point nowhere.
     Returns (files rewritten, files left alone because they are no rule files); only the first line
     changes, the rest of each file stays byte-identical."""
     changed, skipped = [], []
+    from gpustack_render.rules.read import rule_files
     for path in rule_files(rules_dir):
         text = linked_text(path, schema_dir)
         if text is None:
@@ -160,6 +157,7 @@ def relink(rules_dir: Path, schema_dir: Path) -> tuple[list[Path], list[Path]]:
 def compare_links(rules_dir: Path, schema_dir: Path) -> list[str]:
     """Rule files whose first line does not point at ``schema_dir`` (empty: all linked)."""
     problems = []
+    from gpustack_render.rules.read import rule_files
     for path in rule_files(rules_dir):
         text = linked_text(path, schema_dir)
         if text is not None and text != path.read_text(encoding="utf-8"):

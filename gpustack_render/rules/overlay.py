@@ -15,10 +15,9 @@ from pathlib import Path
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.rules import schema
-from gpustack_render.rules.read import Document, position, read_documents, validate
+from gpustack_render.rules.read import RULE_SUFFIXES, Document, position, read_documents, rule_files, validate
 from gpustack_render.rules.resources import default_rules_dir
 
-RULE_SUFFIXES = (".yaml", ".yml")
 BUILT_IN = "built-in"
 SWITCH_FILE = "rules.yaml"  # where the docs put the kind: Rules switch (any file name works)
 # How much of a file is scanned for the kinds it declares (the "no rule file" check): a snapshot
@@ -33,11 +32,6 @@ class Resolved:
     by_kind: dict[str, Document]
     inherited: list[str] = field(default_factory=list)  # kinds taken from the built-in rules
     inherits: bool = True
-
-
-def rule_files(rules_dir: Path) -> list[Path]:
-    """The files of a rules directory that are read as rule files (``*.yaml``, ``*.yml``)."""
-    return sorted(p for p in rules_dir.iterdir() if p.suffix in RULE_SUFFIXES and p.is_file())
 
 
 def is_built_in(rules_dir: Path) -> bool:

@@ -155,12 +155,20 @@ def _friendly(error: Any) -> tuple[str, str]:
     return f"invalid value {value!r}", ""
 
 
+RULE_SUFFIXES = (".yaml", ".yml")
+
+
+def rule_files(rules_dir: Path) -> list[Path]:
+    """The files of a rules directory that are read as rule files (``*.yaml``, ``*.yml``), in name order."""
+    return sorted(p for p in rules_dir.iterdir() if p.suffix in RULE_SUFFIXES and p.is_file())
+
+
 def read_documents(rules_dir: Path, problems: list[Problem]) -> list[Document]:
     """Every rule file of ``rules_dir`` that parses and names a known apiVersion and kind."""
     if not rules_dir.is_dir():
         raise UserError.single("rules directory not found", file=str(rules_dir))
     documents: list[Document] = []
-    for path in sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()):
+    for path in rule_files(rules_dir):
         display = str(path)
         try:
             data = load_roundtrip(path, display)
