@@ -35,6 +35,8 @@ def _missing(s: Scratch) -> None:
     s.step("no-devices", f"gpustack-render node-patches {MINIMAL}/nodes.yaml {MINIMAL}/namespaces.yaml")
     s.step("no-devices-summary", f"gpustack-render summary {MINIMAL}/nodes.yaml {MINIMAL}/namespaces.yaml")
     s.step("no-nodes", f"gpustack-render render {MINIMAL}/namespaces.yaml")
+    s.step("typo-sed", f"sed 's/nvidia-l4.count: \"1\"/nvidia-l4.count: one/' {MINIMAL}/nodes.yaml > nodes-typo.yaml")
+    s.step("typo-summary", f"gpustack-render summary nodes-typo.yaml {MINIMAL}/devices.yaml {MINIMAL}/namespaces.yaml")
 
 
 SECTIONS = (_minimal, _missing)
