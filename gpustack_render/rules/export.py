@@ -21,6 +21,8 @@ ID_BASE = "https://gpustack.ai/schemas/render/"
 MODELINE = "# yaml-language-server: $schema=../schemas/{file}"
 
 DESCRIPTIONS = {
+    "Rules": "A rules directory's own switch: inherit: false makes it a full copy of the rules (a missing "
+             "kind is an error); by default it is an overlay over the built-in rules.",
     "Settings": "Known settings and their defaults; where the settings object lives in the snapshot.",
     "Manufacturers": "Known accelerator manufacturers: resource bases, partition kinds, profile publishing, "
                      "units per accelerator (M).",
@@ -61,7 +63,7 @@ def _tidy(node: Any, in_properties: bool = False) -> Any:
 
 
 def schema_for(kind: str) -> dict[str, Any]:
-    model = schema.RULE_KINDS[kind]
+    model = schema.FILE_KINDS[kind]
     generated = _tidy(model.model_json_schema(by_alias=True, mode="validation"))
     head = {"$schema": DIALECT, "$id": ID_BASE + file_name(kind), "title": f"gpustack-render {kind} rules",
             "description": DESCRIPTIONS.get(kind, f"gpustack-render {kind} rules.")
@@ -73,7 +75,7 @@ def schema_for(kind: str) -> dict[str, Any]:
 def generate() -> dict[str, str]:
     """File name → file text, for every rule kind (deterministic, trailing newline)."""
     return {file_name(kind): json.dumps(schema_for(kind), indent=2, ensure_ascii=False) + "\n"
-            for kind in sorted(schema.RULE_KINDS)}
+            for kind in sorted(schema.FILE_KINDS)}
 
 
 def compare(directory: Path) -> list[str]:
@@ -118,7 +120,7 @@ def _kind_of(text: str) -> str | None:
     except yaml.YAMLError:
         return None
     kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if kind in schema.RULE_KINDS else None
+    return kind if kind in schema.FILE_KINDS else None
 
 
 def linked_text(path: Path, schema_dir: Path) -> str | None:
