@@ -12,6 +12,11 @@ from gpustack_render.explain.base import Explainer, Report, show, why_not
 from gpustack_render.k8s import format_decimal_si
 
 
+# A refused plan's kept groups (stage4-chain.md §2.5).
+KEPT_EXISTING = ("a refused plan keeps only the flavors that still exist: a flavor of the render's name format "
+                 "it no longer renders is dropped, a group left empty goes")
+
+
 def _fmt_origin(x: Explainer, kind: str, path: tuple[str | int, ...], source: str, values: dict[str, Any]) -> str:
     used = re.findall(r"\{([^{}|]+)", source)
     shown = ", ".join(f"{name.strip()}={show(values.get(name.strip(), ''))}" for name in dict.fromkeys(used))
@@ -171,9 +176,9 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a queue built from an InstanceType"],
         ("metadata", "annotations", x.vocab.tasQueueAnnotation): ["resourceGroups is not empty"],
         ("spec", "stopPolicy"): [_stop_reason(x, queue)],
-        ("spec", "resourceGroups"): [("the snapshot's resource groups with only the flavors that still exist "
-                                      "(last good plan): " + queue.refusal) if queue.refusal else
-                                     "the snapshot's resource groups, kept verbatim: " + _stop_reason(x, queue),
+        ("spec", "resourceGroups"): ["the snapshot's resource groups, kept verbatim (last good plan): "
+                                     + (queue.refusal or _stop_reason(x, queue)),
+                                     *([KEPT_EXISTING] if queue.refusal else []),
                                      x.snap_ref("ClusterQueue", queue.name, "spec.resourceGroups")]
         if queue.kept_resource_groups and not queue.flavors
         else ["the validated plan (Flavor selection and Quota below)"],
@@ -259,8 +264,9 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
             quota.add(f"{entry.name}: nominalQuota = {rule.nominal_quota.source} with {used} = {value} -> "
                       f"{show(entry.nominal_quota)}", x.rule("Queues", "quota", kind_name, "nominalQuota"))
     elif queue.kept_resource_groups:
-        quota.add("no new plan: the snapshot's resource groups are kept"
-                  + (" with only the flavors that still exist" if queue.refusal else " verbatim"))
+        quota.add("no new plan: the snapshot's resource groups are kept verbatim")
+        if queue.refusal:
+            quota.add(KEPT_EXISTING)
     else:
         quota.add("no resource groups")
 
