@@ -74,6 +74,10 @@ MISTAKES = {
     "localqueue-unwritable": ("LocalQueue.yaml.j2", "  name: {{ obj.name | q }}", "  name: {{ obj | q }}",
                               "template failed: the q filter cannot write a LocalQueuePlan: Object of type "
                               "LocalQueuePlan is not JSON serializable"),
+    "arithmetic": ("ClusterQueue.yaml.j2", FLAVOR, "- name: {{ (flavor.name ~ (1 // 0)) | q }}",
+                   "template failed: ZeroDivisionError: integer division or modulo by zero"),
+    "operand-types": ("NodeFeature.yaml.j2", NODE, "node-name: {{ (obj.node + 1) | q }}",
+                      "template failed: TypeError: can only concatenate str (not \"int\") to str"),
     "invalid-yaml": ("ClusterQueue.yaml.j2", "  namespaceSelector: {}\n", "  namespaceSelector: {}\n   bad: [x\n",
                      "template does not produce valid YAML: while parsing a block mapping; did not find "
                      "expected key (line 10, column 4 of the rendered object)"),
@@ -103,3 +107,16 @@ def test_mistakes_in_two_templates_are_two_lines(tmp_path: Path, generated: Path
     assert re.match(re.escape(f"gpustack-render: error: {templates / 'NodeFeature.yaml.j2'}:{line}: NodeFeature/"), err[0])
     assert re.match(re.escape(f"gpustack-render: error: {templates / 'ClusterQueue.yaml.j2'}:") + r"\d+: ClusterQueue/",
                     err[1])
+
+
+def test_an_error_of_this_package_under_a_template_stays_internal() -> None:
+    """Only the template's own code makes a user error: an exception raised inside this package
+    (here a filter that calls into gpustack_render.k8s with a bad value) stays a bug (exit 3)."""
+    from gpustack_render.k8s import format_decimal_si
+    from gpustack_render.pipeline import prepare
+    from gpustack_render.render import Renderer
+    plan = prepare([str(DEMO)], [], None).evaluation.plan
+    renderer = Renderer(None)
+    renderer.env.filters["q"] = lambda value: format_decimal_si(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        renderer.render_kind("ClusterQueue", plan.cluster_queues)

@@ -119,7 +119,9 @@ class Renderer:
                 with time_budget(TIME_BUDGET_S + TIME_PER_OBJECT_S * len(items)):
                     rendered = slots.render_all(self.env, slotted, items, self._recorder,
                                                 lambda length: _check_size(length, path))
-            except TemplateError as err:
+            except UserError:
+                raise
+            except Exception as err:  # a template mistake (or a bug of ours, raised again as it is)
                 raise _slots_failed(err, template, items, path, kind) from None
             built = self._shapes.build(rendered)
             if built is None:  # read from the real texts, exactly as before
@@ -207,29 +209,60 @@ def _render_texts(template: Template, items: Sequence[Any], path: str, kind: str
                 texts.append(_sized(template.render(obj=item), path))
             except TemplateError as err:
                 raise _template_failed(err, path, kind, item) from None
+            except UserError:
+                raise
+            except Exception as err:  # raised by the template's own code (1 // 0, "a" + 1): its mistake
+                if not _raised_by_template(err, path):
+                    raise
+                raise _template_failed(err, path, kind, item) from None
     return texts
 
 
-def _slots_failed(err: TemplateError, template: Template, items: Sequence[Any], path: str, kind: str) -> UserError:
+def _slots_failed(err: Exception, template: Template, items: Sequence[Any], path: str, kind: str) -> UserError:
     """A mistake met by the slotted rendering, worded as the real template meets it (its line, its
     first object): the items are rendered again the plain way, which raises it. A pass out of time
-    is not run a second time."""
+    is not run a second time; an error the plain way does not meet is ours (raised as it is)."""
     if isinstance(err, TimeBudgetExceeded):
         return _template_failed(err, path, kind, None)
     _render_texts(template, items, path, kind)
+    if not isinstance(err, TemplateError):
+        raise err
     return _template_failed(err, path, kind, None)  # the plain way passed: the slotted error as it is
 
 
-def _template_failed(err: TemplateError, path: str, kind: str, item: Any) -> UserError:
+def _template_failed(err: Exception, path: str, kind: str, item: Any) -> UserError:
     line = getattr(err, "lineno", None)
     if line is None:  # a runtime error: the template's innermost line in the traceback
-        tb = err.__traceback__
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == path:
-                line = tb.tb_lineno
-            tb = tb.tb_next
-    return UserError([Problem(f"template failed: {err}", file=path, line=line,
+        line = _template_line(err, path)
+    cause = str(err) if isinstance(err, TemplateError) else f"{type(err).__name__}: {err}"
+    return UserError([Problem(f"template failed: {cause}", file=path, line=line,
                               obj=_object_label(kind, item) if item is not None else "")])
+
+
+def _raised_by_template(err: Exception, path: str) -> bool:
+    """Whether an error that is no TemplateError came from the template's own code (its expression,
+    or a jinja filter or Python builtin it called) rather than from this package's code (a bug)."""
+    tb = err.__traceback__
+    if tb is None or _template_line(err, path) is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    innermost = tb.tb_frame.f_code.co_filename
+    return innermost == path or not innermost.startswith(_PACKAGE_DIR)
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + "/"
+
+
+def _template_line(err: Exception, path: str) -> int | None:
+    """The innermost line of the template ``path`` in the error's traceback (jinja rewrites the
+    traceback of any error raised while a template renders into template lines)."""
+    line, tb = None, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def _invalid_yaml(texts: list[str], items: Sequence[Any], template: Template, kind: str) -> UserError:
