@@ -183,6 +183,66 @@ def test_summary_counts_a_label_warning_under_the_pool_it_was_meant_for(tmp_path
     assert rows["gpustack--generic-linux-amd64"]["WARNINGS"] == "0"
 
 
+def _demo_with_every_count(tmp_path: Path, value: str) -> tuple[Path, list[str]]:
+    """The demo with every T4 Node's count label ``value`` (issue 24 point 5's scenario: the render
+    loses the T4 pool); the file and the warning each T4 Node gets, in Node order."""
+    dest = tmp_path / "every"
+    shutil.copytree(DEMO, dest)
+    nodes = dest / "nodes.yaml"
+    text, count = re.subn(rf"^(\s*{re.escape(BAD_COUNT)}): .*$", rf"\1: {value}", nodes.read_text(encoding="utf-8"),
+                          flags=re.MULTILINE)
+    assert count == 2, "the demo has two T4 Nodes"
+    nodes.write_text(text, encoding="utf-8")
+    lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip().startswith(BAD_COUNT + ":")]
+    return nodes, [f"{nodes}:{line}: " + WARNING.replace("node-t4-b", node).replace("'four'", repr(value))
+                   for line, node in zip(lines, ("node-t4-a", "node-t4-b"))]
+
+
+def test_summary_counts_a_label_warning_under_the_pool_the_render_lost(tmp_path: Path) -> None:
+    """Every T4 Node's count label 'four': the render has no T4 pool, and summary shows it anyway,
+    marked not rendered, with both warnings, named as the render names the pool (and not under the
+    CPU pool the T4 Nodes are left in); every other row is the demo's."""
+    nodes, warnings = _demo_with_every_count(tmp_path, "four")
+    demo = {row["NAME"]: row for row in _table(invoke("summary", DEMO).stdout)}
+    t4 = "gpustack--nvidia-tesla-t4-linux-amd64"
+    assert t4 in demo
+    rendered = json.loads(invoke("render", nodes.parent, "--format", "json").stdout)["items"]
+    assert t4 not in {o["metadata"]["name"] for o in rendered if o["kind"] == "ClusterQueue"}
+    result = invoke("summary", nodes.parent)
+    assert result.exit_code == 0
+    rows = {row["NAME"]: row for row in _table(result.stdout)}
+    assert rows[t4] == {"NAME": t4, "NODES": "0", "CARDS": "0", "QUOTA": "-", "FREE-CARDS": "-",
+                        "MAX-FREE-SLICE": "-", "STOP-POLICY": "-", "REFUSAL": "NotRendered", "WARNINGS": "2"}
+    assert {name: row for name, row in rows.items() if name != t4} == \
+        {name: row for name, row in demo.items() if name != t4}
+    pools = {p["name"]: p for p in json.loads(invoke("summary", nodes.parent, "-o", "json").stdout)["pools"]}
+    assert pools[t4]["warnings"] == warnings
+    assert (pools[t4]["rendered"], pools[t4]["flavors"], pools[t4]["quota"]) == (False, [], {})
+    assert pools[t4]["refusal"].startswith("NotRendered: ")
+    assert pools["gpustack--generic-linux-amd64"]["warnings"] == []
+    assert all("rendered" not in pool for name, pool in pools.items() if name != t4)
+    wide = {row[0]: row for row in (line.split(None, 12) for line in
+                                    invoke("summary", nodes.parent, "-o", "wide").stdout.splitlines()[1:])}
+    assert wide[t4][-1] == warnings[0]  # MESSAGE: why the pool is gone
+
+
+def test_the_lost_pool_is_named_by_the_rules(tmp_path: Path) -> None:
+    """The row's name comes from the Naming rules' pool format (an overlay renaming it renames the
+    row), with the Node's os and arch: no pool name is made up in Python."""
+    nodes, warnings = _demo_with_every_count(tmp_path, "x")
+    overlay = tmp_path / "rules"
+    overlay.mkdir()
+    naming = (REPO / "rules" / "naming.yaml").read_text(encoding="utf-8")
+    renamed = naming.replace('accelerated: "gpustack--{aKey}-{os}-{arch}"', 'accelerated: "lost-{aKey}-on-{arch}-{os}"')
+    assert renamed != naming
+    (overlay / "naming.yaml").write_text(renamed, encoding="utf-8")
+    pools = {p["name"]: p for p in json.loads(invoke("summary", nodes.parent, "--rules", overlay, "-o", "json").stdout)
+             ["pools"]}
+    assert pools["lost-nvidia-tesla-t4-on-amd64-linux"]["warnings"] == warnings
+    assert pools["lost-nvidia-tesla-t4-on-amd64-linux"]["rendered"] is False
+    assert "rendered" not in pools["lost-nvidia-a10g-on-amd64-linux"]  # the pool the render has, renamed alike
+
+
 # --- README timings -----------------------------------------------------------------------------
 
 def test_the_readme_timings_name_the_machine() -> None:

@@ -35,6 +35,14 @@ def cpu_detail(annotations: Mapping[str, str], gmanu: str, accelerated: bool, cp
     return json.dumps(detail, separators=(",", ":"), ensure_ascii=False)
 
 
+def flavor_fields(facts: NodeFacts, akey: str, count: int) -> dict[str, object]:
+    """The fields the Naming formats of a Node's flavor (``akey`` "" for its CPU flavor) and of
+    its pool are rendered with."""
+    return {"gKey": facts.gkey, "gManu": facts.gmanu, "os": facts.os, "arch": facts.arch,
+            "count": count, "profile": facts.profile, "aKey": akey,
+            "manufacturer": akey.split("-", 1)[0] if akey else ""}
+
+
 class FlavorBuilder:
     def __init__(self, rules: Rules, settings: Mapping[str, bool], diagnostics: Diagnostics,
                  recorder: Recorder | None = None) -> None:
@@ -48,11 +56,6 @@ class FlavorBuilder:
         # per NodeShape: the flavors its Nodes join (with the aKey), the warnings they get and the
         # names of its later Nodes, added to those flavors in one step by flavors()
         self._replays: dict[NodeShape, tuple[list[tuple[FlavorPlan, str]], list[str], list[str]]] = {}
-
-    def _fields(self, facts: NodeFacts, akey: str, count: int) -> dict[str, object]:
-        return {"gKey": facts.gkey, "gManu": facts.gmanu, "os": facts.os, "arch": facts.arch,
-                "count": count, "profile": facts.profile, "aKey": akey,
-                "manufacturer": akey.split("-", 1)[0] if akey else ""}
 
     def add_node(self, facts: NodeFacts, node: inputs.Node, warn: bool = True) -> None:
         """Add the Node to the flavors it contributes to. Which flavors those are, and what it is
@@ -128,7 +131,7 @@ class FlavorBuilder:
             self.rules.origins.get(rule, ""), inputs, verdict))
 
     def _add(self, kind: FlavorKind, facts: NodeFacts, node: inputs.Node, akey: str, count: int) -> FlavorPlan:
-        fields = self._fields(facts, akey, count)
+        fields = flavor_fields(facts, akey, count)
         key = ("a" if akey else "c", tuple(fields[f] for f in kind.key))
         flavor = self._groups.get(key)
         if flavor is None:

@@ -13,12 +13,16 @@ from dataclasses import dataclass, field
 from typing import AbstractSet as Set, Any, Iterable, Mapping, Sequence
 
 from gpustack_render.evaluate.chain import flavor_selector
+from gpustack_render.evaluate.flavors import flavor_fields
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
 from gpustack_render.k8s import format_decimal_si
 from gpustack_render.views.graph import ACTIVE_STOP_POLICY, queue_quota
 
 NONE = "<none>"        # kubectl's text for an empty cell
 UNKNOWN = "<unknown>"  # a value the snapshot cannot tell (no Devices, hence no fit labels)
+NOT_RENDERED = "-"     # a cell of a pool the render does not have (a Node label meant for it is unusable)
+# the refusal of such a pool: its reason (the REFUSAL column) and what it means
+LOST = "NotRendered: no flavor of this pool is rendered; its warnings say which Node labels were meant for it"
 
 # A warning names the objects it is about as ``Kind/name`` (or "ClusterQueue name" in running text).
 _REFERENCE = re.compile(r"\b(ClusterQueue|InstanceType|ResourceFlavor|Node)[/ ]([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -40,13 +44,15 @@ class PoolSummary:
     local_queues: int = 0
     warnings: list[str] = field(default_factory=list)
     local_queue_names: list[str] = field(default_factory=list)  # the distinct LocalQueue names, sorted
+    rendered: bool = True  # False: a pool a Node label was meant for, which the render does not have
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "acceleratable": self.acceleratable,
-                "acceleratorGroup": self.accelerator_group or None, "nodes": self.nodes, "cards": self.cards,
-                "quota": dict(self.quota), "freeCards": self.free_cards, "maxFreeSlice": self.max_free_slice,
-                "stopPolicy": self.stop_policy, "refusal": self.refusal or None, "flavors": self.flavors,
-                "localQueues": self.local_queues, "warnings": self.warnings}
+        out = {"name": self.name, "acceleratable": self.acceleratable,
+               "acceleratorGroup": self.accelerator_group or None, "nodes": self.nodes, "cards": self.cards,
+               "quota": dict(self.quota), "freeCards": self.free_cards, "maxFreeSlice": self.max_free_slice,
+               "stopPolicy": self.stop_policy, "refusal": self.refusal or None, "flavors": self.flavors,
+               "localQueues": self.local_queues, "warnings": self.warnings}
+        return out if self.rendered else {**out, "stopPolicy": None, "rendered": False}
 
 
 def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[PoolSummary]:
@@ -66,6 +72,7 @@ def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[Poo
         flavors = pool_flavors(queue, plan.flavors, ctx.rules)
         pools.append((queue, flavors, *_accelerator(ctx, queue.name, flavors)))
     groups = {akey for *_, akey in pools if akey}  # the accelerator groups that have a pool
+    meant = meant_pools(ctx, warnings, akey_label)
     rows = []
     for queue, flavors, acceleratable, akey in pools:
         nodes = sorted({n for f in flavors for n in f.nodes})
@@ -77,8 +84,36 @@ def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[Poo
             stop_policy=queue.stop_policy, refusal=queue.refusal, flavors=[f.name for f in flavors],
             local_queues=len(local[queue.name]), local_queue_names=sorted(set(local[queue.name])),
             warnings=pool_warnings(warnings, queue.name, {f.name for f in flavors}, set(nodes), akey,
-                                    akey_label, groups)))
-    return rows
+                                    akey_label, groups, meant)))
+    for name, akey in dict(sorted(meant.values())).items():
+        if name not in rendered:  # a pool the render lost: a row marked not rendered, with its warnings
+            rows.append(PoolSummary(
+                name=name, acceleratable=True, accelerator_group=akey, nodes=0, cards=0, quota=(), free_cards=None,
+                max_free_slice=None, stop_policy="", refusal=LOST, rendered=False,
+                warnings=[w for w in warnings if meant.get(w, ("", ""))[0] == name]))
+    return sorted(rows, key=lambda r: r.name)
+
+
+def meant_pools(ctx: Any, warnings: Iterable[str], akey_label: re.Pattern[str]) -> dict[str, tuple[str, str]]:
+    """The warnings about one Node's label of one accelerator group, each with the pool the label
+    was meant for and its aKey: the name the accelerated pool's Naming format gives the Node's
+    fields with that aKey, as the render names the pool. The render may have lost that pool (a
+    count label that is not a number drops the group's flavor on every Node, and with it the pool)."""
+    out: dict[str, tuple[str, str]] = {}
+    facts: dict[str, Any] | None = None
+    name_format = ctx.rules.pool_name[(ctx.rules.is_aware(ctx.settings), True)]
+    for warning in warnings:
+        meant = set(akey_label.findall(warning))
+        refs = [(kind, name.rstrip(".")) for kind, name in _REFERENCE.findall(warning)]
+        nodes = {name for kind, name in refs if kind == "Node"}
+        if len(meant) != 1 or len(nodes) != 1 or len(refs) != 1:
+            continue
+        if facts is None:
+            facts = {f.name: f for f in ctx.evaluation.node_facts}
+        node, akey = facts.get(nodes.pop()), meant.pop()
+        if node is not None:
+            out[warning] = (name_format.render(flavor_fields(node, akey, 0)), akey)
+    return out
 
 
 def pool_flavors(queue: ClusterQueuePlan, flavors: Sequence[FlavorPlan], rules: Any) -> list[FlavorPlan]:
@@ -121,16 +156,22 @@ def _int(value: str | None) -> int | None:
 
 
 def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes: set[str], akey: str = "",
-                  akey_label: re.Pattern[str] | None = None, groups: Set[str] = frozenset()) -> list[str]:
+                  akey_label: re.Pattern[str] | None = None, groups: Set[str] = frozenset(),
+                  meant_pool: Mapping[str, tuple[str, str]] | None = None) -> list[str]:
     """The warnings about this pool. A warning that names ClusterQueues is about those queues only
     (another queue's refusal may mention a Node this pool shares); one about a Node label of an
     accelerator group that has a pool (``akey_label`` finds the groups, ``groups`` are those with a
     pool) is about the pools of that group, the pool the label was meant for, not the CPU pool the
     Node is left in; any other is about the pool when it names the pool's InstanceType (same
     name), one of its flavors or one of its Nodes (so a label meant for a pool the render no longer
-    has still shows, under the pools the Node is in)."""
+    has still shows, under the pools the Node is in). A warning in ``meant_pool``
+    (:func:`meant_pools`) is about the pool named there only, which may be one the render lost."""
     out = []
     for warning in warnings:
+        if meant_pool and warning in meant_pool:
+            if meant_pool[warning][0] == queue:
+                out.append(warning)
+            continue
         refs = [(kind, name.rstrip(".")) for kind, name in _REFERENCE.findall(warning)]
         queues = {name for kind, name in refs if kind == "ClusterQueue"}
         meant = set(akey_label.findall(warning)) & groups if akey_label is not None else set()
@@ -159,16 +200,17 @@ WIDE_COLUMNS = COLUMNS + ("ACCELERATOR", "FLAVORS", "LOCAL-QUEUES", "MESSAGE")
 def _cells(row: PoolSummary, wide: bool) -> list[str]:
     def num(value: int | None, missing: str) -> str:
         return missing if value is None else str(value)
-    accelerated_missing = UNKNOWN if row.acceleratable else NONE
+    accelerated_missing = NOT_RENDERED if not row.rendered else UNKNOWN if row.acceleratable else NONE
     cells = [row.name, str(row.nodes), num(row.cards, NONE),
-             ",".join(f"{r}={v}" for r, v in row.quota) or NONE,
+             ",".join(f"{r}={v}" for r, v in row.quota) or (NONE if row.rendered else NOT_RENDERED),
              num(row.free_cards, accelerated_missing),  # the slice in units, written as the quota's credits are
              accelerated_missing if row.max_free_slice is None else format_decimal_si(row.max_free_slice),
-             row.stop_policy or ACTIVE_STOP_POLICY, row.refusal.split(":", 1)[0] if row.refusal else NONE,
+             row.stop_policy or (ACTIVE_STOP_POLICY if row.rendered else NOT_RENDERED),
+             row.refusal.split(":", 1)[0] if row.refusal else NONE,
              str(len(row.warnings))]
     if wide:
         cells += [row.accelerator_group or NONE, str(len(row.flavors)), ",".join(row.local_queue_names) or NONE,
-                  row.refusal or (row.warnings[0] if row.warnings else NONE)]
+                  (row.refusal if row.rendered else "") or (row.warnings[0] if row.warnings else NONE)]
     return cells
 
 
