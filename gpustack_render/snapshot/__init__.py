@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from gpustack_render.snapshot import fastjson, fastyaml, inputs
+from gpustack_render.snapshot.workload_model import DEFAULT_NAMESPACE, GROUP as WORKLOAD_GROUP, KIND as WORKLOAD_KIND
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity, is_list_kind
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
@@ -56,6 +57,9 @@ class Snapshot:
     # warning, because a mistyped path must not look like an empty cluster.
     unused_files: list[str] = field(default_factory=list)
     node_objects: int = 0  # every Node read, those being deleted included
+    # Kueue Workloads as read, (namespace, name) → object and file: typed on demand only
+    # (snapshot/workloads.py), so that ``render`` never pays for them nor fails on a bad one.
+    workloads: dict[tuple[str, str], _Source] = field(default_factory=dict)
 
 
 @dataclass
@@ -400,6 +404,10 @@ class _Placing:
             if (group, kind) in RAW_ONLY_KINDS:
                 self.used.add(source.file)
                 _keep_raw(self.snap, ident, source, self.seen, problems)
+            elif group == WORKLOAD_GROUP and kind == WORKLOAD_KIND:
+                self.used.add(source.file)
+                if _first_seen(self.seen, ident, source, problems):
+                    self.snap.workloads[(namespace or DEFAULT_NAMESPACE, name)] = source
             return
         is_settings = kind in ("Secret", "ConfigMap")
         if is_settings and (namespace, name) != self.settings_source:
