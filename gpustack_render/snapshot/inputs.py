@@ -90,10 +90,19 @@ class Meta(Model):
 
 class NodeStatus(Model):
     capacity: QuantityMap | None = None  # None: the Node has no status.capacity at all
+    # Read by ``admit`` only (admission.md §2), as they come: a render never fails on them.
+    allocatable: Any = None
+    conditions: Any = None
+
+
+class NodeSpec(Model):
+    taints: Any = None
+    unschedulable: Any = None
 
 
 class Node(Model):
     metadata: Meta
+    spec: NodeSpec = Field(default_factory=NodeSpec)
     status: NodeStatus = Field(default_factory=NodeStatus)
 
 
@@ -382,6 +391,8 @@ class FastMeta(_Struct, frozen=True):
 
 class FastNodeStatus(_Struct, frozen=True):
     capacity: dict[str, str] | None = None
+    allocatable: Any = None  # (admit only, as NodeStatus)
+    conditions: Any = None
 
     def __post_init__(self) -> None:
         capacity = self.capacity
@@ -394,8 +405,14 @@ class FastNodeStatus(_Struct, frozen=True):
 # is checked on every ``kind`` key of the object (all must name it) and ``apiVersion`` is read as it
 # comes (its group decides, in fastjson, whether the object is of the bulk kind at all).
 
+class FastNodeSpec(_Struct, frozen=True):
+    taints: Any = None
+    unschedulable: Any = None
+
+
 class FastNode(_Struct, frozen=True, tag="Node", tag_field="kind"):
     metadata: FastMeta
+    spec: FastNodeSpec = msgspec.field(default_factory=FastNodeSpec)
     status: FastNodeStatus = msgspec.field(default_factory=FastNodeStatus)
     apiVersion: Any = None
 

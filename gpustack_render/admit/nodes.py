@@ -1,0 +1,192 @@
+"""Nodes for placement (admission.md §7): which Nodes a PodSet may use on a flavor, and their free room.
+
+Room is kept per Node in Kueue's int64 accounting (cpu in milli-units), every resource a Pod
+requests before transformation plus one ``pods`` per Pod. The Nodes a flavor selects are found
+once per flavor, and the ones a PodSet's selector, affinity and tolerations then allow once per
+distinct (flavor, selector): the cost of a placement grows with the Nodes of its flavor that have
+room, never with the Workloads times every Node.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from gpustack_render.admit.chain import resource_value
+from gpustack_render.admit.model import REQUIRED, FlavorSpec, NodeRoom, PodSetDemand
+from gpustack_render.pin.explain_nodes import satisfies
+
+PODS = "pods"
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+Room = dict[str, int]
+
+
+def taint_text(taint: Mapping[str, Any]) -> str:
+    """A taint as Kubernetes prints it: ``key=value:Effect`` (``key:Effect`` without a value)."""
+    value = taint.get("value")
+    return f"{taint.get('key')}{'=' + str(value) if value else ''}:{taint.get('effect')}"
+
+
+def _tolerates(toleration: Any, taint: Mapping[str, Any]) -> bool:
+    if not isinstance(toleration, dict):
+        return False
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if toleration.get("operator") == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated(taints: Iterable[Any], tolerations: Sequence[Any]) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates, else ``None``."""
+    for taint in taints:
+        if isinstance(taint, dict) and taint.get("effect") in BLOCKING_EFFECTS:
+            if not any(_tolerates(t, taint) for t in tolerations):
+                return taint
+    return None
+
+
+def _requirement_holds(expression: Any, labels: Mapping[str, str], name: str, field: bool) -> bool:
+    if not isinstance(expression, dict):
+        return False
+    if field:  # matchFields: only metadata.name exists
+        fields = {"metadata.name": name}
+        return satisfies(expression, fields) if expression.get("key") == "metadata.name" else False
+    return satisfies(expression, labels)
+
+
+def term_matches(term: Any, labels: Mapping[str, str], name: str) -> bool:
+    """One nodeSelectorTerm (its expressions and fields ANDed; an empty term matches nothing)."""
+    if not isinstance(term, dict):
+        return False
+    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    return (all(_requirement_holds(e, labels, name, False) for e in expressions)
+            and all(_requirement_holds(f, labels, name, True) for f in fields))
+
+
+def selector_matches(podset: PodSetDemand, labels: Mapping[str, str], name: str = "",
+                     keys: frozenset[str] | None = None) -> bool:
+    """The Pod's nodeSelector and required node affinity against ``labels``. With ``keys`` (a
+    flavor's nodeLabels keys), both are first reduced to those keys, as Kueue's flavor check does:
+    a term left with no expression matches any flavor."""
+    for key, value in podset.node_selector.items():
+        if (keys is None or key in keys) and labels.get(key) != value:
+            return False
+    terms = podset.affinity_terms
+    if terms is None:
+        return True
+    if keys is None:
+        return any(term_matches(t, labels, name) for t in terms)
+    reduced = []
+    for term in terms:
+        kept = [e for e in (term.get("matchExpressions") or [] if isinstance(term, dict) else [])
+                if isinstance(e, dict) and e.get("key") in keys]
+        if not kept:
+            return True
+        reduced.append({"matchExpressions": kept})
+    return any(term_matches(t, labels, name) for t in reduced)
+
+
+def pod_room(per_pod: Mapping[str, Any]) -> Room:
+    """One Pod's requests in int64 accounting, plus its ``pods`` slot."""
+    room = {r: resource_value(r, q) for r, q in per_pod.items() if q}
+    room[PODS] = 1
+    return room
+
+
+def fits_count(free: Room, need: Room) -> int:
+    """How many Pods of ``need`` fit in ``free``."""
+    count = None
+    for resource, amount in need.items():
+        if amount <= 0:
+            continue
+        n = free.get(resource, 0) // amount
+        count = n if count is None or n < count else count
+        if count <= 0:
+            return 0
+    return count if count is not None else 1 << 30
+
+
+class Nodes:
+    """The Nodes' free room, and the Nodes each flavor and each PodSet selector may use."""
+
+    def __init__(self, nodes: Sequence[NodeRoom], reserve: Mapping[str, Any]) -> None:
+        self.nodes = list(nodes)
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        taken = pod_room(reserve)
+        taken.pop(PODS)
+        self.free: list[Room] = []
+        for node in self.nodes:
+            room = {r: resource_value(r, q) for r, q in node.allocatable.items()}
+            for resource, amount in taken.items():
+                room[resource] = room.get(resource, 0) - amount
+            self.free.append(room)
+        self._flavor: dict[str, list[int]] = {}
+        self._candidates: dict[tuple[str, str], list[int]] = {}
+
+    def of_flavor(self, flavor: FlavorSpec) -> list[int]:
+        found = self._flavor.get(flavor.name)
+        if found is None:
+            wanted = flavor.node_labels.items()
+            found = [i for i, n in enumerate(self.nodes)
+                     if n.schedulable and all(n.labels.get(k) == v for k, v in wanted)]
+            self._flavor[flavor.name] = found
+        return found
+
+    def candidates(self, flavor: FlavorSpec, podset: PodSetDemand) -> list[int]:
+        """The flavor's Nodes the PodSet's whole selector, affinity and tolerations allow."""
+        sig = repr((podset.node_selector, podset.affinity_terms, podset.tolerations))
+        found = self._candidates.get((flavor.name, sig))
+        if found is None:
+            tolerations = list(podset.tolerations) + list(flavor.tolerations)
+            found = [i for i in self.of_flavor(flavor)
+                     if selector_matches(podset, self.nodes[i].labels, self.nodes[i].name)
+                     and untolerated(self.nodes[i].taints, tolerations) is None]
+            self._candidates[(flavor.name, sig)] = found
+        return found
+
+    def take(self, placed: Mapping[int, int], need: Room, sign: int = 1) -> None:
+        """Take (``sign`` 1) or give back (-1) ``placed`` Pods of ``need`` per Node index."""
+        for i, pods in placed.items():
+            room = self.free[i]
+            for resource, amount in need.items():
+                room[resource] = room.get(resource, 0) - sign * amount * pods
+
+    def place(self, candidates: Sequence[int], need: Room, count: int, mode: str,
+              extra: Mapping[int, Room] | None = None) -> tuple[dict[int, int] | None, int]:
+        """Node index → Pods for ``count`` Pods, or ``None`` and how many could fit. ``required``:
+        all on one Node. Otherwise the fewest Nodes: while some Node holds the rest, the one left
+        with the least room (ties: name); else the roomiest takes what it holds. ``extra`` is room
+        given back on some Nodes (the candidates to preempt)."""
+        counts: list[tuple[int, int]] = []
+        for i in candidates:
+            free = self.free[i]
+            if extra and i in extra:
+                free = {r: free.get(r, 0) + extra[i].get(r, 0) for r in set(free) | set(extra[i])}
+            n = fits_count(free, need)
+            if n > 0:
+                counts.append((n, i))
+        if mode == REQUIRED:
+            whole = [(n, self.nodes[i].name, i) for n, i in counts if n >= count]
+            if not whole:
+                best = max((n for n, _ in counts), default=0)
+                return None, best
+            return {min(whole)[2]: count}, count
+        total = sum(n for n, _ in counts)
+        if total < count:
+            return None, total
+        placed: dict[int, int] = {}
+        left = count
+        pool = sorted(counts, key=lambda c: (c[0], self.nodes[c[1]].name))
+        while left > 0:
+            holding = next((c for c in pool if c[0] >= left), None)
+            if holding is not None:
+                placed[holding[1]] = left
+                break
+            n, i = pool.pop()  # the roomiest (the last of the ascending order)
+            placed[i] = n
+            left -= n
+        return placed, count
