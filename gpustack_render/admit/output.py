@@ -139,15 +139,15 @@ def markdown(doc: Doc, limit: int | None = None) -> str:
         used = f"{old['used'] if old else '-'} → {new['used'] if new else '-'}"
         nominal = f"{old['nominal'] if old else '-'} → {new['nominal'] if new else '-'}"
         usage.append(f"| `{key[0]}` | `{key[1]}` | {key[2]} | {used} | {nominal} |")
-    body = head + rows + usage
-    out = "\n".join(body) + "\n"
+    out = "\n".join(head + rows + usage) + "\n"
     if limit is None or len(out) <= limit:
         return out
+    tail = "\n".join(usage) + "\n"
     kept = list(head)
     for i, row in enumerate(rows):
-        rest = len(rows) - i
-        note = f"\n… {rest} more row(s) left off (GitHub's comment size); run `gpustack-render admit --chain compare`.\n"
-        if len("\n".join(kept + [row])) + len(note) + 1 > limit:
-            return "\n".join(kept) + note
+        note = (f"\n… {len(rows) - i} more row(s) left off (GitHub's comment size); "
+                f"run `gpustack-render admit --chain compare`.")
+        if len("\n".join(kept + [row])) + len(note) + 1 + len(tail) > limit:
+            return "\n".join(kept) + note + "\n" + tail
         kept.append(row)
-    return "\n".join(kept) + "\n"
+    return "\n".join(kept) + "\n" + tail
