@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 
 from gpustack_render.admit.chain import quantity_text
 from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAMES, NO_CANDIDATES, NO_FIT, PENDING,
-                                         PREEMPT, PREEMPT_MODE, PREEMPTED, QUOTA_RESERVED, REQUIRED, Cluster,
+                                         PREEMPT, PREEMPT_MODE, PREEMPTED, QUOTA_RESERVED, REQUIRED, Chain, Cluster,
                                          FlavorQuota, PodSetDemand, QueueSpec, WorkloadDemand)
 from gpustack_render.admit.nodes import Nodes, Room, pod_room, taint_text, untolerated, selector_matches
 
@@ -73,6 +73,8 @@ class Result:
     usage: dict[str, Usage]                          # queue → (flavor, resource) → used
     queues: dict[str, QueueSpec]
     notes: list[str]
+    nodes: Nodes | None = None                       # the Nodes' room after the run (``explain``)
+    chain: Chain | None = None
 
 
 def _order_key(w: WorkloadDemand) -> tuple[int, int, str, str, str]:
@@ -173,7 +175,8 @@ class Admission:
             if entry.evicted and entry.outcome == PENDING:
                 entry.outcome = EVICTED
         self.entries.sort(key=lambda e: (e.cluster_queue or "", _order_key(e.workload)))
-        return Result(self.entries, {q: dict(u) for q, u in self.usage.items()}, self.chain.queues, self.notes)
+        return Result(self.entries, {q: dict(u) for q, u in self.usage.items()}, self.chain.queues, self.notes,
+                      self.nodes, self.chain)
 
     def _resolve(self, w: WorkloadDemand) -> tuple[str | None, str]:
         """LocalQueue → ClusterQueue, stopped at the first missing link in Kueue's words."""
