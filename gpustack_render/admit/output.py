@@ -118,11 +118,11 @@ def _cell(value: str) -> str:
     return value.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(doc: Doc, limit: int | None = None) -> str:
+def markdown(doc: Doc, limit: int | None = None, heading: str = "### Admission preview") -> str:
     """The compare view as a PR comment section: changed outcomes, per-queue usage before → after.
     ``limit``: at most that many characters, rows left off said so in a last line."""
     changed = doc["changed"]
-    head = ["### Admission preview", ""]
+    head = [heading, ""]
     if not changed:
         head.append("No Workload's admission outcome changes.")
     else:

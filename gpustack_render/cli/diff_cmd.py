@@ -29,8 +29,12 @@ if TYPE_CHECKING:  # imported lazily at run time: `--help` stays fast
               help="Also list Nodes with pending node-patches (capacity keys, fit labels) as changes.")
 @click.option("--max-removals", type=click.IntRange(min=0), metavar="N",
               help="Fail (exit 2, nothing on stdout) when more than N owned objects would be removed.")
+@click.option("--admission", is_flag=True,
+              help="markdown: add the admission preview (admit --chain compare: the snapshot's Workloads whose "
+                   "outcome changes, per-queue usage before -> after).")
 def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
-            against: Path | None, fmt: str, include_node_patches: bool, max_removals: int | None) -> None:
+            against: Path | None, fmt: str, include_node_patches: bool, max_removals: int | None,
+            admission: bool) -> None:
     """Compare the render with the current objects: added, changed and removed (owned objects only).
 
     Server-owned fields (status, managedFields, resourceVersion, ...) and Kueue defaults the render
@@ -63,6 +67,10 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         if fmt == "markdown" and changes:
             extras.pools = _pools(ctx, desired, current, policy)
             extras.diagram = lambda pools: _diagram(ctx, desired, pools)
+        if fmt == "markdown" and admission:
+            from gpustack_render.admit.output import markdown
+            doc = pipeline.admit_preview(ctx, (), "compare", {}, templates_dir).doc
+            extras.admission = lambda budget: markdown(doc, limit=budget, heading="#### Admission preview")
         write_stdout(report(changes, fmt, extras))
         return EXIT_NEGATIVE if changes else EXIT_OK
 
