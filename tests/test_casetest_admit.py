@@ -198,3 +198,26 @@ def test_runner_admit_bad_input_expects_no_stdout(tmp_path: Path) -> None:
     line = "gpustack-render: snap.yaml: Workload/team-a/a: spec.queueName: required\n"
     assert run_case(case, tmp_path, invoker=lambda argv, cwd: (2, "", line)).ok
     assert not run_case(case, tmp_path, invoker=lambda argv, cwd: (2, "{}", line)).ok
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["admit-preempt-stops-search", "admit-reserve"])
+def test_admit_case_in_process_equals_the_child_process(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``admit`` runs in process through the CLI's entry point: the same exit code, stdout and stderr
+    as ``python -m gpustack_render admit ...`` in a child process."""
+    case_dir = REPO / "fixtures" / "cases" / name
+    assert (case_dir / casetest.CASE_FILE).is_file(), f"{case_dir}: admit smoke case missing"
+    monkeypatch.chdir(REPO)
+    argv = casetest.command_argv(casetest.load_case(case_dir), REPO)
+    assert casetest.inprocess_invoker(argv, REPO) == casetest.subprocess_invoker(argv, REPO)
+
+
+def test_admit_in_process_from_another_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths (snapshots, --workloads, --rules) are taken relative to the case runner's cwd."""
+    case = load_case(REPO / "fixtures" / "cases" / "admit-reserve")
+    argv = casetest.command_argv(case, REPO)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = casetest.inprocess_invoker(argv, REPO)
+    assert code == 0 and json.loads(out)["chain"] == "live"
