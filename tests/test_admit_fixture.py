@@ -1,0 +1,75 @@
+"""fixtures/admit: the converged demo cluster is current (regenerate.py), its Workloads never change
+what `render` writes (a bad one included), and bad Workload input through `admit` is exit 2 with one
+line naming file, Workload and field and nothing on stdout (admission.md §1, issue 23 point 7)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+
+import cli_invoke
+from gpustack_render.rules import load_rules
+from gpustack_render.snapshot import load_snapshot
+from gpustack_render.snapshot.workloads import snapshot_workloads
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIT = REPO / "fixtures" / "admit"
+CLUSTER = str(ADMIT / "cluster")
+
+
+def test_converged_files_are_current() -> None:
+    texts = runpy.run_path(str(ADMIT / "regenerate.py"))["texts"]()
+    stale = [str(path) for path, text in texts.items() if path.read_text() != text]
+    assert not stale, f"stale (run .venv/bin/python fixtures/admit/regenerate.py): {stale}"
+
+
+def test_render_ignores_workloads_even_a_bad_one() -> None:
+    """Workloads (a broken one too) are kept untyped: the cluster renders byte-identically with and
+    without them, and `diff` finds the live chain it holds equal to its render."""
+    files = [str(p) for p in sorted((ADMIT / "cluster").iterdir()) if p.name != "workloads.yaml"]
+    without = cli_invoke.invoke("render", *files)
+    with_them = cli_invoke.invoke("render", CLUSTER, str(ADMIT / "bad" / "bad-topology.yaml"))
+    assert without.exit_code == with_them.exit_code == 0, with_them.stderr
+    assert with_them.stdout_bytes == without.stdout_bytes and b"kind: ClusterQueue" in without.stdout_bytes
+    assert "holds no object" not in with_them.stderr  # a Workloads file is read (kept), not unused
+    diff = cli_invoke.invoke("diff", CLUSTER)
+    assert diff.exit_code == 0 and "0 added, 0 changed, 0 removed" in diff.output, diff.output
+
+
+def test_workloads_read() -> None:
+    rules = load_rules(None)
+    snap = load_snapshot([CLUSTER], rules.settings_source, rules.vocabulary.workerApiGroup)
+    workloads = snapshot_workloads(snap)
+    assert len(workloads) == 8
+    assert sorted(w.ref for w in workloads if w.holds_quota) == ["default/cpu-web", "team-a/t4-batch-low",
+                                                                "team-a/t4-train"]
+    batch = next(w for w in workloads if w.name == "t4-batch-low")
+    assert batch.api_version.endswith("/v1beta1") and batch.placements[0] is not None
+    assert batch.placements[0].lowest() == {"node-t4-b": 2}
+
+
+BAD = [
+    ("no-queue.yaml", "--workloads", ["no-queue.yaml:6:", "Workload/team-a/no-queue", "spec.queueName"]),
+    ("no-template.yaml", "--workloads", ["no-template.yaml:9:", "Workload/team-a/no-template",
+                                         "spec.podSets[0].template", "a PodSet needs a template"]),
+    ("bad-quantity.yaml", "--workloads", ["bad-quantity.yaml:17:", "Workload/team-a/bad-quantity",
+                                          "spec.podSets[0].template.spec.containers[0].resources.limits.nvidia.com/gpu",
+                                          '"one" is not a valid quantity']),
+    ("unknown-version.yaml", "--workloads", ["unknown-version.yaml:1:", "Workload/team-a/unknown-version",
+                                             "apiVersion", "'v1alpha1' of kueue.x-k8s.io is not served"]),
+    ("bad-topology.yaml", "snapshot", ["bad-topology.yaml:31:", "Workload/team-a/bad-topology",
+                                       "status.admission.podSetAssignments[0].topologyAssignment.slices[0]"
+                                       ".valuesPerLevel[0].individual.roots", "has 2 root(s), domainCount is 1"]),
+]
+
+
+@pytest.mark.parametrize("name, where, fragments", BAD, ids=[b[0] for b in BAD])
+def test_bad_workloads_exit_2(name: str, where: str, fragments: list[str]) -> None:
+    path = str(ADMIT / "bad" / name)
+    args = ("admit", CLUSTER, "--workloads", path) if where == "--workloads" else ("admit", CLUSTER, path)
+    result = cli_invoke.invoke(*args)
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("gpustack-render: error: ") and all(f in line for f in fragments), line
