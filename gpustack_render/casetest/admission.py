@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gpustack_render.casetest.semantic import compare_keyed
+from gpustack_render.casetest.semantic import compare_keyed, string_fields
 
 CHAINS = ("rendered", "live", "compare")
 VIEW_FIELDS = ("chain", "workloads", "queues")
@@ -26,12 +26,7 @@ class ShapeError(Exception):
 
 
 def _workload_key(entry: Any) -> tuple[str, str] | None:
-    if not isinstance(entry, dict):
-        return None
-    namespace, name = entry.get("namespace"), entry.get("name")
-    if not isinstance(namespace, str) or not isinstance(name, str):
-        return None
-    return namespace, name
+    return string_fields(entry, "namespace", "name")
 
 
 def _queue_key(entry: Any) -> str | None:

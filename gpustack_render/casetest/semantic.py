@@ -123,13 +123,19 @@ def compare_objects(expected: list[Any], actual: list[Any]) -> list[str]:
     return compare_keyed(expected, actual, identity, describe)
 
 
-def _patch_key(entry: Any) -> tuple[str, str] | None:
+def string_fields(entry: Any, first: str, second: str) -> tuple[str, str] | None:
+    """``(entry[first], entry[second])`` when ``entry`` is a mapping holding both as strings: the
+    identity of a keyed entry (a patch's node and subresource, a Workload's namespace and name)."""
     if not isinstance(entry, dict):
         return None
-    node, sub = entry.get("node"), entry.get("subresource")
-    if not isinstance(node, str) or not isinstance(sub, str):
+    a, b = entry.get(first), entry.get(second)
+    if not isinstance(a, str) or not isinstance(b, str):
         return None
-    return node, sub
+    return a, b
+
+
+def _patch_key(entry: Any) -> tuple[str, str] | None:
+    return string_fields(entry, "node", "subresource")
 
 
 def compare_patches(expected: list[Any], actual: list[Any]) -> list[str]:
