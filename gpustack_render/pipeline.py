@@ -76,7 +76,7 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
     ctx = Context(rules, snapshot, settings)
     for file in snapshot.unused_files:
         ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
-                             f"InstanceType, the Kueue chain, the settings object)")
+                             f"InstanceType, the Kueue chain, Workloads, the settings object)")
     if not snapshot.node_objects and not allow_empty:
         raise UserError.single("the snapshot holds no Nodes; rendering it would give the empty chain, which a "
                                "pruning GitOps tool applies by deleting every flavor and queue (pass "

@@ -72,8 +72,10 @@ class Resources(_Struct, frozen=True):
     requests: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        for section in ("limits", "requests"):
-            msgspec.structs.force_setattr(self, section, _quantities(section, getattr(self, section)))
+        if self.limits is not None:
+            msgspec.structs.force_setattr(self, "limits", _quantities("limits", self.limits))
+        if self.requests is not None:
+            msgspec.structs.force_setattr(self, "requests", _quantities("requests", self.requests))
 
 
 class Container(_Struct, frozen=True):
@@ -131,6 +133,8 @@ class PodSpec(_Struct, frozen=True):
     def pod_requests(self) -> dict[str, Fraction]:
         """Per Pod, each resource: the larger of the app containers' sum and the largest single init
         container, plus the overhead (Kubernetes' rule; admission.md §3)."""
+        if len(self.containers) == 1 and not self.initContainers and not self.overhead:
+            return self.containers[0].requests  # (the common Pod: no arithmetic)
         total: dict[str, Fraction] = {}
         for container in self.containers:
             for name, value in container.requests.items():
