@@ -4,6 +4,7 @@ line naming file, Workload and field and nothing on stdout (admission.md §1, is
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 
@@ -73,3 +74,20 @@ def test_bad_workloads_exit_2(name: str, where: str, fragments: list[str]) -> No
     assert result.exit_code == 2 and result.stdout == "", result.output
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("gpustack-render: error: ") and all(f in line for f in fragments), line
+
+
+def test_workloads_from_stdin_are_pending() -> None:
+    """`--workloads -`: read from standard input like any file; its status is ignored (pending)."""
+    text = (ADMIT / "extra" / "cpu-notebook.yaml").read_text()
+    result = cli_invoke.invoke("admit", CLUSTER, "--workloads", "-", "--chain", "live", "--format", "json",
+                               input=text)
+    assert result.exit_code == 0, result.output
+    (entry,) = [w for w in json.loads(result.stdout)["workloads"] if w["name"] == "cpu-notebook"]
+    assert entry["outcome"] not in ("Kept", "Evicted")  # it held nothing: the status was not read
+
+
+def test_a_snapshot_file_given_as_workloads_is_one_problem() -> None:
+    result = cli_invoke.invoke("admit", CLUSTER, "--workloads", str(ADMIT / "cluster" / "nodes.yaml"))
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "holds no Kueue Workload, only snapshot objects (Node: 4)" in line, line

@@ -249,3 +249,15 @@ def test_decode_error_carries_the_field() -> None:
     with pytest.raises(DecodeError) as err:
         decode(_wl([{"name": "a", "template": {"spec": {"nodeSelector": {"k": 1}}}}]), "f")
     assert err.value.loc == ("spec", "podSets", 0, "template", "spec", "nodeSelector")
+
+
+def test_pin_refuses_an_unknown_version(tmp_path: Path) -> None:
+    """pin reads through the same reader: a Workload of a version Kueue does not serve is exit 2."""
+    from gpustack_render.pin.demand import ResourceClassifier
+    from gpustack_render.pin.workloads import read_workloads as pin_read
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(_wl(api="kueue.x-k8s.io/v1")))
+    with pytest.raises(UserError) as err:
+        pin_read([str(path)], ResourceClassifier(RULES))
+    (problem,) = err.value.problems
+    assert (problem.obj, problem.path) == ("Workload/team-a/w", "apiVersion") and "v1beta1, v1beta2" in problem.message
