@@ -261,3 +261,39 @@ def test_pin_refuses_an_unknown_version(tmp_path: Path) -> None:
         pin_read([str(path)], ResourceClassifier(RULES))
     (problem,) = err.value.problems
     assert (problem.obj, problem.path) == ("Workload/team-a/w", "apiVersion") and "v1beta1, v1beta2" in problem.message
+
+
+def test_json_and_yaml_snapshots_type_alike(tmp_path: Path) -> None:
+    """A snapshot's Workloads are kept as their JSON text (fastjson.Kept) where the fast readers read
+    the file, as plain data where the slow path does; typed, they are the same, and so are their problems."""
+    from gpustack_render.snapshot import fastjson
+    good = {**_wl(name="good", priority=7), "status": _status(("QuotaReserved", "True"), assignments=[
+        {"name": "main", "count": 1, "flavors": {"cpu": "f"}, "topologyAssignment": TOPOLOGY_CASES[1][1]}])}
+    bad = _wl([{"name": "a", "template": {"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}}], name="bad")
+    (tmp_path / "w.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [good, bad]}, indent=1))
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "w.yaml").write_text("# a comment: not kubectl's own style\n" + yaml.safe_dump_all([good, bad]))
+    results = []
+    for path in (tmp_path / "w.json", tmp_path / "y" / "w.yaml"):
+        snap = load_snapshot(["fixtures/demo", str(path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
+        kinds = {type(obj) for _, obj in snap.workloads.values()}
+        with pytest.raises(UserError) as err:
+            snapshot_workloads(snap)
+        (problem,) = err.value.problems
+        del snap.workloads[("team-a", "bad")]
+        (w,) = snapshot_workloads(snap)
+        results.append((kinds, (w.ref, w.priority, w.holds_quota, w.placements[0].lowest() if w.placements[0] else None,
+                                w.spec.podSets[0].template.spec.pod_requests()),
+                        (problem.obj, problem.path, problem.message, problem.line is not None)))
+    assert results[0][0] == {fastjson.Kept}
+    assert results[0][1:] == results[1][1:]
+    assert results[0][2] == ("Workload/team-a/bad", "spec.podSets[0].template.spec.containers[0].resources.requests.cpu",
+                             '"lots" is not a valid quantity', True)
+
+
+def test_the_same_workload_in_json_and_yaml_is_one(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps(_wl()))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(_wl()))
+    snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup, )
+    assert list(snap.workloads) == [("team-a", "w")]

@@ -57,9 +57,11 @@ def _misplaced(found: str) -> str:
 def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list[WorkloadInput]:
     """All Workloads of ``paths`` in input order; every problem of every document raised at once."""
     snapshot_kinds = frozenset(inputs.models(classifier.worker_group)) | RAW_ONLY_KINDS
-    sources = [WorkloadSource(_unshared(s.obj), s.file) for s in read_sources(paths, "pin", snapshot_kinds, _misplaced)]
-    typed = type_workloads(sources, status=False, require_queue=False)
-    return [_input(source.obj, workload, classifier) for source, workload in zip(sources, typed)]
+    read = read_sources(paths, "pin", snapshot_kinds, _misplaced)
+    objs: list[dict[str, Any]] = [_unshared(source.obj) for source in read]  # (files give plain data)
+    typed = type_workloads([WorkloadSource(obj, s.file) for obj, s in zip(objs, read)], status=False,
+                           require_queue=False)
+    return [_input(obj, workload, classifier) for obj, workload in zip(objs, typed)]
 
 
 def _input(obj: dict[str, Any], workload: Workload, classifier: ResourceClassifier) -> WorkloadInput:

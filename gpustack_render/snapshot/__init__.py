@@ -57,9 +57,9 @@ class Snapshot:
     # warning, because a mistyped path must not look like an empty cluster.
     unused_files: list[str] = field(default_factory=list)
     node_objects: int = 0  # every Node read, those being deleted included
-    # Kueue Workloads as read, (namespace, name) → object and file: typed on demand only
-    # (snapshot/workloads.py), so that ``render`` never pays for them nor fails on a bad one.
-    workloads: dict[tuple[str, str], _Source] = field(default_factory=dict)
+    # Kueue Workloads as read, (namespace, name) → (file, the object as plain data or its JSON text):
+    # typed on demand only (snapshot/workloads.py), so ``render`` never pays for them nor fails on one.
+    workloads: dict[tuple[str, str], tuple[str, dict[str, Any] | fastjson.Kept]] = field(default_factory=dict)
 
 
 @dataclass
@@ -214,7 +214,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         kept, data = (data if path is None else None), b""  # the bytes of one file at a time (see _File)
         if items is not None:
             for index, item in enumerate(items):
-                if not isinstance(item, fastjson.TYPED):
+                if not isinstance(item, fastjson.TYPED) and type(item) is not fastjson.Kept:
                     items[index] = [_Source(obj, display) for obj in flatten_lists(item, display, problems)]
             out.append(_File(display, path, items, kept))
             continue
@@ -379,6 +379,9 @@ class _Placing:
                     self.source(source)
                 continue
             self.used.add(file.name)
+            if type(entry) is fastjson.Kept:
+                self.workload(file, index, entry)
+                continue
             kind = fastjson.KINDS[type(entry)]
             api = entry.apiVersion
             group = groups.get(api)
@@ -390,6 +393,12 @@ class _Placing:
             else:  # (_first_seen's common case, without its call)
                 seen[ident] = (file, index)
                 _place_bulk(snap, kind, entry, file.name)
+
+    def workload(self, file: _File, index: int, kept: fastjson.Kept) -> None:
+        """A Workload kept as its text (:class:`fastjson.Kept`): its identity, its place."""
+        ident = (WORKLOAD_GROUP, WORKLOAD_KIND, kept.namespace, kept.name)
+        if _first_seen(self.seen, ident, (file, index), self.problems):
+            self.snap.workloads[(kept.namespace or DEFAULT_NAMESPACE, kept.name)] = (file.name, kept)
 
     def source(self, source: _Source) -> None:
         """An object read as plain data: its identity, its model (pydantic words its problems), its place."""
@@ -407,7 +416,7 @@ class _Placing:
             elif group == WORKLOAD_GROUP and kind == WORKLOAD_KIND:
                 self.used.add(source.file)
                 if _first_seen(self.seen, ident, source, problems):
-                    self.snap.workloads[(namespace or DEFAULT_NAMESPACE, name)] = source
+                    self.snap.workloads[(namespace or DEFAULT_NAMESPACE, name)] = (source.file, source.obj)
             return
         is_settings = kind in ("Secret", "ConfigMap")
         if is_settings and (namespace, name) != self.settings_source:

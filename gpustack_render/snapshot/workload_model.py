@@ -122,13 +122,14 @@ class Toleration(_Struct, frozen=True):
 class PodSpec(_Struct, frozen=True):
     containers: list[Container] = msgspec.field(default_factory=list)
     initContainers: list[Container] = msgspec.field(default_factory=list)
-    overhead: dict[str, Any] | None = None
+    overhead: dict[str, Any] | None = None  # (quantities once decoded; None when absent)
     nodeSelector: dict[str, str] | None = None
     affinity: Affinity | None = None
     tolerations: list[Toleration] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        msgspec.structs.force_setattr(self, "overhead", _quantities("overhead", self.overhead))
+        if self.overhead is not None:
+            msgspec.structs.force_setattr(self, "overhead", _quantities("overhead", self.overhead))
 
     def pod_requests(self) -> dict[str, Fraction]:
         """Per Pod, each resource: the larger of the app containers' sum and the largest single init
@@ -389,16 +390,29 @@ def version_problem(api_version: Any) -> str:
 def decode(obj: Mapping[str, Any], file: str, status: bool = True) -> Workload:
     """``obj`` (a ``kueue.x-k8s.io`` Workload as plain data) typed; ``status=False`` ignores its
     status (a pending Workload of ``--workloads``). Raises :class:`DecodeError`."""
-    problem = version_problem(obj.get("apiVersion"))
+    api = obj.get("apiVersion")
+    return _typed(api, file, status, lambda: msgspec.convert(obj, _WorkloadObject if status else _PendingObject))
+
+
+_JSON: dict[bool, msgspec.json.Decoder[Any]] = {True: msgspec.json.Decoder(_WorkloadObject),
+                                                False: msgspec.json.Decoder(_PendingObject)}
+
+
+def decode_json(text: bytes, api_version: str, file: str, status: bool = True) -> Workload:
+    """:func:`decode` of a Workload kept as its JSON text (typed straight from the text)."""
+    return _typed(api_version, file, status, lambda: _JSON[status].decode(text))
+
+
+def _typed(api: Any, file: str, status: bool, convert: Any) -> Workload:
+    problem = version_problem(api)
     if problem:
         raise DecodeError(problem, ("apiVersion",))
     try:
-        typed: Any = msgspec.convert(obj, _WorkloadObject if status else _PendingObject)
+        typed: Any = convert()
     except msgspec.ValidationError as err:
         raise _translate(str(err)) from None
     state = typed.status if status else WorkloadStatus()
-    placements = _placements(state)
-    return Workload(file, obj["apiVersion"], typed.metadata, typed.spec, state, placements)
+    return Workload(file, api, typed.metadata, typed.spec, state, _placements(state))
 
 
 _ERROR = re.compile(r"(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?\Z", re.S)

@@ -20,16 +20,26 @@ from typing import Any, Callable, Iterable, Iterator
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, is_list_kind, mapping_field
-from gpustack_render.snapshot import Snapshot, locate_line, read_documents
-from gpustack_render.snapshot.workload_model import DEFAULT_NAMESPACE, GROUP, KIND, DecodeError, Workload, decode
+from gpustack_render.snapshot import Snapshot, fastjson, locate_line, read_documents
+from gpustack_render.snapshot.workload_model import (DEFAULT_NAMESPACE, GROUP, KIND, DecodeError, Workload, decode,
+                                                   decode_json)
 
 
 @dataclass(frozen=True)
 class WorkloadSource:
-    """A Workload as read (plain data) and the file it came from."""
+    """A Workload as read (plain data, or a snapshot's JSON text: :class:`fastjson.Kept`) and the
+    file it came from."""
 
-    obj: dict[str, Any]
+    obj: dict[str, Any] | fastjson.Kept
     file: str
+
+    def identity(self) -> tuple[str, str]:
+        """(namespace as written, name)."""
+        if isinstance(self.obj, fastjson.Kept):
+            return self.obj.namespace, self.obj.name
+        meta = mapping_field(self.obj, "metadata")
+        namespace = meta.get("namespace")
+        return namespace if isinstance(namespace, str) else "", str(meta.get("name"))
 
 
 def _flatten(doc: Any, inherit: dict[str, Any] | None = None) -> Iterator[Any]:
@@ -121,7 +131,9 @@ def type_workloads(sources: Iterable[WorkloadSource], status: bool, require_queu
     out: list[Workload] = []
     for source in sources:
         try:
-            workload = decode(source.obj, source.file, status)
+            obj = source.obj
+            workload = (decode_json(obj.text, obj.apiVersion, source.file, status) if isinstance(obj, fastjson.Kept)
+                        else decode(obj, source.file, status))
         except DecodeError as err:
             problems.append(problem(err, source))
             continue
@@ -137,9 +149,7 @@ def type_workloads(sources: Iterable[WorkloadSource], status: bool, require_queu
 
 def problem(err: DecodeError, source: WorkloadSource) -> Problem:
     """The one line of a Workload's problem: file (and line), ``Workload/ns/name``, field, message."""
-    meta = mapping_field(source.obj, "metadata")
-    name = str(meta.get("name"))
-    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else None
+    namespace, name = source.identity()
     obj = f"{KIND}/{namespace or DEFAULT_NAMESPACE}/{name}"
     line = locate_line(source.file, KIND, name, err.loc)
     return Problem(err.message, file=source.file, line=line, obj=obj, path=field_path(err.loc, "dotted"))
@@ -153,5 +163,5 @@ def read_workloads(paths: Iterable[str], command: str, snapshot_kinds: frozenset
 
 def snapshot_workloads(snapshot: Snapshot, require_queue: bool = True) -> list[Workload]:
     """The snapshot's Workloads, typed with their status, in (namespace, name) order."""
-    sources = [snapshot.workloads[key] for key in sorted(snapshot.workloads)]
-    return type_workloads((WorkloadSource(s.obj, s.file) for s in sources), True, require_queue)
+    sources = (WorkloadSource(obj, file) for file, obj in (snapshot.workloads[key] for key in sorted(snapshot.workloads)))
+    return type_workloads(sources, True, require_queue)
