@@ -237,12 +237,18 @@ def test_snapshot_workloads_typed_in_order(tmp_path: Path) -> None:
     assert [(w.name, w.holds_quota) for w in snapshot_workloads(snap)] == [("a", False), ("b", True)]
 
 
-def test_duplicate_workload_in_snapshot_conflicts(tmp_path: Path) -> None:
-    (tmp_path / "other.yaml").write_text(yaml.safe_dump(_wl(priority=3)))
-    (tmp_path / "wl.yaml").write_text(yaml.safe_dump(_wl()))
+@pytest.mark.parametrize("suffix", ["yaml", "json"])
+def test_duplicate_workload_conflicts_when_typed_only(tmp_path: Path, suffix: str) -> None:
+    """Two differing copies of one Workload: loading (render) does not fail, typing (admit) does."""
+    dump = json.dumps if suffix == "json" else yaml.safe_dump
+    (tmp_path / f"other.{suffix}").write_text(dump(_wl(priority=3)))
+    (tmp_path / f"wl.{suffix}").write_text(dump(_wl()))
+    snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
     with pytest.raises(UserError) as err:
-        load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
-    assert "conflicts with a different object of the same identity" in str(err.value)
+        snapshot_workloads(snap)
+    (problem,) = err.value.problems
+    assert problem.obj == "Workload/team-a/w" and "conflicts with a different object of the same identity" in \
+        problem.message and problem.file.endswith(f"wl.{suffix}")
 
 
 def test_decode_error_carries_the_field() -> None:

@@ -60,6 +60,7 @@ class Snapshot:
     # Kueue Workloads as read, (namespace, name) → (file, the object as plain data or its JSON text):
     # typed on demand only (snapshot/workloads.py), so ``render`` never pays for them nor fails on one.
     workloads: dict[tuple[str, str], tuple[str, dict[str, Any] | fastjson.Kept]] = field(default_factory=dict)
+    workload_problems: list[Problem] = field(default_factory=list)  # (two differing copies): raised when typed
 
 
 @dataclass
@@ -397,7 +398,7 @@ class _Placing:
     def workload(self, file: _File, index: int, kept: fastjson.Kept) -> None:
         """A Workload kept as its text (:class:`fastjson.Kept`): its identity, its place."""
         ident = (WORKLOAD_GROUP, WORKLOAD_KIND, kept.namespace, kept.name)
-        if _first_seen(self.seen, ident, (file, index), self.problems):
+        if _first_seen(self.seen, ident, (file, index), self.snap.workload_problems):
             self.snap.workloads[(kept.namespace or DEFAULT_NAMESPACE, kept.name)] = (file.name, kept)
 
     def source(self, source: _Source) -> None:
@@ -415,7 +416,7 @@ class _Placing:
                 _keep_raw(self.snap, ident, source, self.seen, problems)
             elif group == WORKLOAD_GROUP and kind == WORKLOAD_KIND:
                 self.used.add(source.file)
-                if _first_seen(self.seen, ident, source, problems):
+                if _first_seen(self.seen, ident, source, self.snap.workload_problems):
                     self.snap.workloads[(namespace or DEFAULT_NAMESPACE, name)] = (source.file, source.obj)
             return
         is_settings = kind in ("Secret", "ConfigMap")

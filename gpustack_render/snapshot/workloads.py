@@ -123,11 +123,12 @@ def _is_workload(obj: Any, file: str, command: str, problems: list[Problem]) -> 
     return True
 
 
-def type_workloads(sources: Iterable[WorkloadSource], status: bool, require_queue: bool) -> list[Workload]:
+def type_workloads(sources: Iterable[WorkloadSource], status: bool, require_queue: bool,
+                   problems: list[Problem] | None = None) -> list[Workload]:
     """Each source typed (``status=False``: its status ignored, a pending Workload); every problem
-    of every Workload raised at once. ``require_queue``: a Workload without ``spec.queueName`` is
-    a problem (``admit``; ``pin`` leaves such a Workload alone)."""
-    problems: list[Problem] = []
+    of every Workload raised at once (after ``problems``, those found before). ``require_queue``: a
+    Workload without ``spec.queueName`` is a problem (``admit``; ``pin`` leaves such a Workload alone)."""
+    problems = list(problems or [])
     out: list[Workload] = []
     for source in sources:
         try:
@@ -162,6 +163,7 @@ def read_workloads(paths: Iterable[str], command: str, snapshot_kinds: frozenset
 
 
 def snapshot_workloads(snapshot: Snapshot, require_queue: bool = True) -> list[Workload]:
-    """The snapshot's Workloads, typed with their status, in (namespace, name) order."""
+    """The snapshot's Workloads, typed with their status, in (namespace, name) order; two differing
+    copies of one Workload (which ``render`` ignores) are a problem here."""
     sources = (WorkloadSource(obj, file) for file, obj in (snapshot.workloads[key] for key in sorted(snapshot.workloads)))
-    return type_workloads(sources, True, require_queue)
+    return type_workloads(sources, True, require_queue, snapshot.workload_problems)
