@@ -77,6 +77,20 @@ def test_pod_request_rule() -> None:
         "cpu": Fraction(21, 10), "memory": Fraction(1 << 30), "nvidia.com/gpu": Fraction(1)}
 
 
+def test_pod_request_rule_with_sidecars() -> None:
+    """Kubernetes' rule with sidecars (restartPolicy Always): they run beside the app containers
+    (added to the sum) and beside every later init container."""
+    def c(cpu: str, sidecar: bool = False) -> dict[str, Any]:
+        return {"name": "x", "resources": {"requests": {"cpu": cpu}}, **({"restartPolicy": "Always"} if sidecar else {})}
+    spec = {"containers": [c("1")], "initContainers": [c("3"), c("1", sidecar=True), c("2.5")]}
+    (podset,) = decode(_wl([{"name": "p", "template": {"spec": spec}}]), "f").spec.podSets
+    # app 1 + sidecar 1 = 2; init: 3 (before the sidecar), then 1 + 2.5 = 3.5 -> 3.5
+    assert podset.template.spec.pod_requests() == {"cpu": Fraction(7, 2)}
+    spec = {"containers": [c("4")], "initContainers": [c("1", sidecar=True), c("2")]}
+    (podset,) = decode(_wl([{"name": "p", "template": {"spec": spec}}]), "f").spec.podSets
+    assert podset.template.spec.pod_requests() == {"cpu": Fraction(5)}  # app 4 + sidecar 1 > 1 + 2
+
+
 def test_status_and_helpers() -> None:
     w = decode({**_wl(), "status": _status(("QuotaReserved", "True"), ("Admitted", "True"))}, "f")
     assert (w.holds_quota, w.admitted, w.finished, w.status.admission.clusterQueue) == (True, True, False, "cq")

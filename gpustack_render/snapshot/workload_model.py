@@ -81,6 +81,7 @@ class Resources(_Struct, frozen=True):
 class Container(_Struct, frozen=True):
     name: str = ""
     resources: Resources = msgspec.field(default_factory=Resources)
+    restartPolicy: str | None = None  # "Always" on an init container: a sidecar
 
     @property
     def requests(self) -> dict[str, Fraction]:
@@ -133,19 +134,31 @@ class PodSpec(_Struct, frozen=True):
 
     def pod_requests(self) -> dict[str, Fraction]:
         """Per Pod, each resource: the larger of the app containers' sum and the largest single init
-        container, plus the overhead (Kubernetes' rule; admission.md §3)."""
+        container, plus the overhead (Kubernetes' rule, admission.md §3). As Kubernetes counts them,
+        sidecars (init containers with ``restartPolicy: Always``) run beside the app containers and
+        every init container after them: they add to the sum and to each later init container."""
         if len(self.containers) == 1 and not self.initContainers and not self.overhead:
             return self.containers[0].requests  # (the common Pod: no arithmetic)
         total: dict[str, Fraction] = {}
         for container in self.containers:
-            for name, value in container.requests.items():
-                total[name] = total.get(name, Fraction(0)) + value
+            _add(total, container.requests)
+        sidecars: dict[str, Fraction] = {}
+        init: dict[str, Fraction] = {}
         for container in self.initContainers:
-            for name, value in container.requests.items():
-                if value > total.get(name, Fraction(0)):
-                    total[name] = value
-        for name, value in (self.overhead or {}).items():
-            total[name] = total.get(name, Fraction(0)) + value
+            if container.restartPolicy == "Always":
+                _add(total, container.requests)
+                _add(sidecars, container.requests)
+                running = sidecars
+            else:
+                running = dict(sidecars)
+                _add(running, container.requests)
+            for name, value in running.items():
+                if value > init.get(name, Fraction(0)):
+                    init[name] = value
+        for name, value in init.items():
+            if value > total.get(name, Fraction(0)):
+                total[name] = value
+        _add(total, self.overhead or {})
         return total
 
     def required_terms(self) -> list[NodeSelectorTerm | None] | None:
@@ -153,6 +166,11 @@ class PodSpec(_Struct, frozen=True):
         affinity = self.affinity.nodeAffinity if self.affinity is not None else None
         required = affinity.required if affinity is not None else None
         return None if required is None else list(required.nodeSelectorTerms or [])
+
+
+def _add(into: dict[str, Fraction], values: Mapping[str, Fraction]) -> None:
+    for name, value in values.items():
+        into[name] = into.get(name, Fraction(0)) + value
 
 
 class TemplateMeta(_Struct, frozen=True):
