@@ -70,6 +70,8 @@ def test_int64_accounting_and_quantity_text() -> None:
     assert quantity_text("cpu", 4000) == "4"
     assert resource_value("memory", Fraction(3, 2)) == 2  # rounded up, as Quantity.Value
     assert quantity_text("example.com/credits", 1600000) == "1600k"
+    assert quantity_text("memory", 3 << 30) == "3Gi" and quantity_text("memory", 1500) == "1500"
+    assert quantity_text("hugepages-2Mi", 4 << 20) == "4Mi"
 
 
 def _doc(outcome: str, used: str = "1") -> dict[str, Any]:

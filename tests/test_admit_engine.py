@@ -84,7 +84,7 @@ def test_untolerated_taint() -> None:
     c.flavors["small"].node_taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
     out = run(c, [wl("a")])
     assert out["a"].podsets[0].flavor == "big"
-    assert out["a"].podsets[0].reasons == ["untolerated taint dedicated=x:NoSchedule in flavor small"]
+    assert out["a"].podsets[0].reasons == ["untolerated taint {dedicated x NoSchedule <nil>} in flavor small"]
     tolerated = run(c, [wl("b", tolerations=[{"key": "dedicated", "operator": "Exists"}])])
     assert tolerated["b"].podsets[0].flavor == "small"
 
@@ -260,6 +260,19 @@ def test_strict_quota_check_refuses_uncovered() -> None:
     assert out["a"].outcome == PENDING
     assert out["a"].reason == "couldn't assign flavors to pod set main: resource cpu unavailable in ClusterQueue"
     assert run(chain([("f", 2)]), [wl("a")])["a"].outcome == ADMITTED  # IgnoreUndeclared
+
+
+def test_debt_counts_from_zero_available() -> None:
+    # Kueue's Available is 0 when the queue is in debt (a quota decrease): N more needed = own + request
+    out = run(chain([("f", 1)]), [wl("h", gpu=3, holding=holds("f")), wl("n", gpu=1, priority=5)])
+    assert out["n"].podsets[0].reasons == [f"insufficient unused quota for {GPU} in flavor f, 1 more needed"]
+
+
+def test_untried_podsets_listed() -> None:
+    c = chain([("f", 1)])
+    c.local_queues.clear()
+    entry = run(c, [wl("a", gpu=2)])["a"]
+    assert [(p.podset.name, p.flavor, p.mode) for p in entry.podsets] == [("main", None, -1)]
 
 
 def test_usage_after_run() -> None:

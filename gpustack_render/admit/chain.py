@@ -7,27 +7,30 @@ AdmissionCheck of Kueue's group, any served version.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 from gpustack_render.admit.model import Chain, FlavorQuota, FlavorSpec, QueueSpec
 from gpustack_render.k8s import QuantityError, format_decimal_si, parse_quantity
+from gpustack_render.rules.admission import CPU, kueue_value as resource_value
 
 KUEUE_GROUP = "kueue.x-k8s.io"
-MILLI_RESOURCES = frozenset({"cpu"})  # Kueue counts these in milli-units (resources.ResourceValue)
 HOLD_POLICIES = frozenset({"Hold", "HoldAndDrain"})
-
-
-def resource_value(resource: str, quantity: Fraction) -> int:
-    """Kueue's int64 accounting of a quantity: cpu in milli-units, anything else rounded up."""
-    return math.ceil(quantity * 1000) if resource in MILLI_RESOURCES else math.ceil(quantity)
+# Kubernetes' byte-sized resources, which Kueue prints in BinarySI (pkg/resources ResourceQuantity).
+BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
+BINARY_PREFIX = "hugepages-"
+_BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
 
 
 def quantity_text(resource: str, value: int) -> str:
-    """An int64 amount as Kubernetes prints the quantity (``1600k``, ``4``, ``500m``)."""
-    if resource in MILLI_RESOURCES:
+    """An int64 amount as Kueue prints it (``1600k``, ``4``, ``500m``, ``3Gi``): cpu from milli-units,
+    the byte-sized resources in BinarySI, everything else in DecimalSI."""
+    if resource == CPU:
         return format_decimal_si(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource in BINARY_RESOURCES or resource.startswith(BINARY_PREFIX):
+        for unit, factor in _BINARY_UNITS:
+            if value and value % factor == 0:
+                return f"{value // factor}{unit}"
+        return str(value)
     return format_decimal_si(value)
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from gpustack_render.admit.chain import quantity_text
-from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAMES, NO_CANDIDATES, NO_FIT, PENDING,
+from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAMES, NO_CANDIDATES, NO_FIT, NOT_TRIED,
+                                         PENDING,
                                          PREEMPT, PREEMPT_MODE, PREEMPTED, QUOTA_RESERVED, REQUIRED, Chain, Cluster,
                                          FlavorQuota, PodSetDemand, QueueSpec, WorkloadDemand)
 from gpustack_render.admit.nodes import Nodes, Room, pod_room, taint_text, untolerated, selector_matches
@@ -93,6 +94,10 @@ class Admission:
         self.entries: list[Entry] = []
         self.notes = list(cluster.notes)
         self._admitted = 0
+        # queue → (flavor, resource) → priority → usage: what lower-priority holders could free, without
+        # walking them for every flavor tried
+        self.by_priority: dict[str, dict[tuple[str, str], dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
+        self._sorted: dict[str, list[_Holder]] = {}  # queue → its holders in preemption order (until one changes)
 
     # --- holders ---------------------------------------------------------------------------------
 
@@ -134,11 +139,21 @@ class Admission:
             flavor = sorted(set(flavors.values()))[0] if flavors else None
             entry.podsets.append(PodSetResult(podset, flavor, FIT, dict(sorted(nodes.items()))))
         entry.reason = "already admitted" if w.holding.admitted else "already holds quota (QuotaReserved)"
-        holder = _Holder(w, entry, self._holder_usage(w), placed, w.holding.reserved_at)
-        for key, amount in holder.usage.items():
-            self.usage[cq][key] += amount
-        self.holders[cq].append(holder)
+        self._hold(cq, _Holder(w, entry, self._holder_usage(w), placed, w.holding.reserved_at))
         self.entries.append(entry)
+
+    def _hold(self, queue: str, holder: _Holder, sign: int = 1) -> None:
+        """Add (or, ``sign`` -1, remove) a holder's usage."""
+        priority = holder.workload.priority
+        for key, amount in holder.usage.items():
+            self.usage[queue][key] += sign * amount
+            levels = self.by_priority[queue][key]
+            levels[priority] = levels.get(priority, 0) + sign * amount
+        if sign > 0:
+            self.holders[queue].append(holder)
+        else:
+            self.holders[queue].remove(holder)
+        self._sorted.pop(queue, None)
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -163,7 +178,7 @@ class Admission:
                 cohort_skipped += 1
                 continue
             if cq is None or queue is None or queue.inactive:
-                self.entries.append(Entry(w, cq, PENDING, evicted=evicted, reason=why))
+                self.entries.append(Entry(w, cq, PENDING, _untried(w), evicted=evicted, reason=why))
                 continue
             pending[cq].append((w, evicted))
         if cohort_skipped:
@@ -196,6 +211,7 @@ class Admission:
             entry = Entry(w, queue.name, PENDING, evicted=evicted)
             self.entries.append(entry)
             if blocked is not None:
+                entry.podsets = _untried(w)
                 entry.reason = f"StrictFIFO: waiting behind {blocked}, the head of ClusterQueue {queue.name}"
                 continue
             self._admit(queue, entry)
@@ -303,12 +319,15 @@ class Admission:
                     f"> maximum capacity ({quantity_text(resource, nominal)})")
                 attempt.mode = NO_FIT
                 return attempt
-            total = used.get((name, resource), 0) + mine + amount
-            if total <= nominal:
+            others = used.get((name, resource), 0)
+            if others + mine + amount <= nominal:
                 continue
+            available = max(0, nominal - others)  # Kueue's Available: 0 when the queue is in debt
+            total = others + mine + amount
             attempt.reasons.append(f"insufficient unused quota for {resource} in flavor {name}, "
-                                   f"{quantity_text(resource, total - nominal)} more needed")
-            freeable = sum(h.usage.get((name, resource), 0) for h in self._candidates(queue, w))
+                                   f"{quantity_text(resource, mine + amount - available)} more needed")
+            freeable = (sum(v for p, v in self.by_priority[queue.name][(name, resource)].items() if p < w.priority)
+                        if queue.preempt_within == LOWER_PRIORITY else 0)
             attempt.mode = min(attempt.mode, PREEMPT_MODE if total - freeable <= nominal else NO_CANDIDATES)
         if attempt.mode >= PREEMPT_MODE and flavor.topology:
             self._place(queue, w, podset, flavor.name, flavor.topology, attempt)
@@ -328,9 +347,10 @@ class Admission:
         text = (f'topology "{topology}" allows to fit only {fit} out of {podset.count} pod(s)' if fit else
                 f'topology "{topology}" doesn\'t allow to fit any of {podset.count} pod(s)')
         attempt.reasons.append(text)
-        victims = self._minimal(self._candidates(queue, w),
-                                lambda removed: self.nodes.place(candidates, need, podset.count, mode,
-                                                                 _room_of(removed))[0] is not None)
+        on_nodes = set(candidates)
+        relevant = [h for h in self._candidates(queue, w) if any(i in on_nodes for p, _ in h.placed for i in p)]
+        victims = self._minimal(relevant, lambda removed: self.nodes.place(candidates, need, podset.count, mode,
+                                                                           _room_of(removed))[0] is not None)
         if victims:
             attempt.mode = min(attempt.mode, PREEMPT_MODE)
             attempt.reasons.append(f"Pending the preemption of {len(victims)} workload(s)")
@@ -342,21 +362,27 @@ class Admission:
         recently admitted."""
         if queue.preempt_within != LOWER_PRIORITY:
             return []
-        found = [h for h in self.holders[queue.name] if h.workload.priority < w.priority]
-        found.sort(key=lambda h: h.workload.ref)
-        found.sort(key=lambda h: h.since, reverse=True)
-        found.sort(key=lambda h: h.workload.priority)
-        return found
+        ordered = self._sorted.get(queue.name)
+        if ordered is None:
+            ordered = sorted(self.holders[queue.name], key=lambda h: h.workload.ref)
+            ordered.sort(key=lambda h: h.since, reverse=True)
+            ordered.sort(key=lambda h: h.workload.priority)
+            self._sorted[queue.name] = ordered
+        return [h for h in ordered if h.workload.priority < w.priority]
 
     def _minimal(self, candidates: Sequence[_Holder], fits: Callable[[list[_Holder]], bool]) -> list[_Holder] | None:
-        """Candidates taken in order until ``fits``; then each given back, in reverse, if it still fits."""
-        removed: list[_Holder] = []
-        for holder in candidates:
-            removed.append(holder)
-            if fits(removed):
-                break
-        else:
+        """Candidates taken in order until ``fits``; then each given back, in reverse, if it still fits.
+        (Taking more never makes it fit less, so the shortest prefix that fits is found by bisection.)"""
+        if not candidates or not fits(list(candidates)):
             return None
+        low, high = 1, len(candidates)
+        while low < high:
+            mid = (low + high) // 2
+            if fits(list(candidates[:mid])):
+                high = mid
+            else:
+                low = mid + 1
+        removed = list(candidates[:low])
         for i in range(len(removed) - 2, -1, -1):
             trial = removed[:i] + removed[i + 1:]
             if fits(trial):
@@ -403,11 +429,9 @@ class Admission:
         return found
 
     def _evict_holder(self, queue: QueueSpec, victim: _Holder, by: str) -> None:
-        for key, amount in victim.usage.items():
-            self.usage[queue.name][key] -= amount
+        self._hold(queue.name, victim, -1)
         for placed, need in victim.placed:
             self.nodes.take(placed, need, -1)
-        self.holders[queue.name].remove(victim)
         victim.entry.outcome, victim.entry.preempted_by = PREEMPTED, by
         victim.entry.reason = f"preempted by {by}"
 
@@ -421,11 +445,9 @@ class Admission:
             if not taken:
                 self.nodes.take(indexed, need)
             placed.append((indexed, need))
-        for key, amount in own.items():
-            self.usage[queue.name][key] += amount
         self._admitted += 1
         since = f"\uffff{self._admitted:09d}"
-        self.holders[queue.name].append(_Holder(entry.workload, entry, dict(own), placed, since))
+        self._hold(queue.name, _Holder(entry.workload, entry, dict(own), placed, since))
 
 
 def _room_of(holders: Sequence[_Holder]) -> dict[int, Room]:
@@ -445,5 +467,9 @@ def admit(cluster: Cluster, evict: bool) -> Result:
     return Admission(cluster).run(evict)
 
 
-def mode_name(mode: int) -> str:
-    return MODE_NAMES[mode]
+def _untried(w: WorkloadDemand) -> list[PodSetResult]:
+    return [PodSetResult(p, mode=NOT_TRIED) for p in w.podsets]
+
+
+def mode_name(mode: int) -> str | None:
+    return MODE_NAMES.get(mode)

@@ -24,6 +24,7 @@ KEPT = "Kept"
 # Flavor assignment modes, best last (Kueue: NoFit < Preempt < Fit; NoCandidates is a NoFit that
 # found quota but nobody to preempt, ranked between them as admission.md §6 orders them).
 NO_FIT, NO_CANDIDATES, PREEMPT_MODE, FIT = 0, 1, 2, 3
+NOT_TRIED = -1  # a PodSet of a Workload that never reached flavor assignment (mode null in the output)
 MODE_NAMES = {NO_FIT: "NoFit", NO_CANDIDATES: "NoCandidates", PREEMPT_MODE: "Preempt", FIT: "Fit"}
 
 # Topology request modes of a PodSet.

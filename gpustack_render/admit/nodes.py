@@ -21,9 +21,11 @@ Room = dict[str, int]
 
 
 def taint_text(taint: Mapping[str, Any]) -> str:
-    """A taint as Kubernetes prints it: ``key=value:Effect`` (``key:Effect`` without a value)."""
-    value = taint.get("value")
-    return f"{taint.get('key')}{'=' + str(value) if value else ''}:{taint.get('effect')}"
+    """A taint as Kueue's reason prints it (Go's ``%v`` of the struct: ``{key value Effect <nil>}``;
+    the time, when set, as written)."""
+    added = taint.get("timeAdded")
+    return (f"{{{taint.get('key') or ''} {taint.get('value') or ''} {taint.get('effect') or ''} "
+            f"{added if added else '<nil>'}}}")
 
 
 def _tolerates(toleration: Any, taint: Mapping[str, Any]) -> bool:

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from gpustack_render.cli.common import (FormatChoice, chain_inputs, command_body, note_line, prepare,
-                                        templates_option, write_stdout)
+from gpustack_render.cli.common import (FormatChoice, chain_inputs, command_body, note_line, templates_option,
+                                        write_stdout)
 from gpustack_render.errors import EXIT_NEGATIVE, UserError
 
 
@@ -61,7 +61,8 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         amounts = parse_reserve(reserve)
         if "-" in workloads and "-" in snapshot:
             raise UserError.single("standard input (-) can feed SNAPSHOT or --workloads, not both")
-        ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
+        # (nothing is applied: a snapshot without Nodes just places no Pods, so no --allow-empty guard)
+        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir, allow_empty=True)
         preview = pipeline.admit_preview(ctx, workloads, chain, amounts, templates_dir)
         for note in preview.notes:
             note_line(note)

@@ -36,7 +36,7 @@ def explain_workload(result: Result, entry: Entry) -> Report:
                                  + (", ".join(f"{k}={quantity_text(k, v)}" for k, v in sorted(r.podset.usage.items()))
                                     or "none") + ")")
         if not r.attempts:
-            section.add(f"flavor {r.flavor or '-'}: {mode_name(r.mode)}"
+            section.add(f"flavor {r.flavor or '-'}: {mode_name(r.mode) or 'not tried'}"
                         + (" (already holds quota)" if r.flavor else ""))
         for attempt in r.attempts:
             verdict = "taken" if attempt.flavor == r.flavor and r.flavor else "passed over"
