@@ -197,9 +197,9 @@ BAD_INPUT = [
     ("an unknown version", _wl(api="kueue.x-k8s.io/v1alpha9"),
      ["Workload/team-a/w", "apiVersion", "version 'v1alpha9' of kueue.x-k8s.io is not served by Kueue v0.19"]),
     ("a count of the wrong type", _wl([{"name": "a", "count": "2", "template": {"spec": {}}}]),
-     ["spec.podSets[0].count", "expected an integer, got str"]),
+     ["spec.podSets[0].count", "expected an integer, got a string"]),
     ("podSets not a list", {**_wl(), "spec": {"queueName": "q", "podSets": {"a": 1}}},
-     ["spec.podSets", "expected a list, got object"]),
+     ["spec.podSets", "expected a list, got a mapping"]),
 ]
 
 

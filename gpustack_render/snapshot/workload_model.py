@@ -11,10 +11,8 @@ dict``, ``required field is missing``) with the field's path, so an error names 
 Workload and the field. Quantities are parsed to exact ``Fraction`` at decode time; a quantity that
 does not parse is refused there, with its path.
 
-``topologyAssignment`` is decoded into {domain values → Pods} (:class:`Placement`) from either
-form Kueue writes: ``domains`` (v1beta1) or ``slices`` (v1beta2: ``levels``, ``domainCount``,
-``valuesPerLevel`` with ``universal`` or ``individual`` ``prefix``/``roots``/``suffix``,
-``podCounts``); one that does not decode is refused, with the field.
+``topologyAssignment`` is decoded into {domain values → Pods} (:class:`Placement`, from
+:mod:`.topology_assignment`); one that does not decode is refused, with the field.
 """
 
 from __future__ import annotations
@@ -23,12 +21,14 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Annotated, Any, Iterator, Mapping
+from typing import Annotated, Any, Mapping
 
 import msgspec
 
 from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.memo import Memo
+from gpustack_render.snapshot.topology_assignment import (DecodeError, Frozen, Loc, Placement, TopologyAssignment,
+                                                          decode_topology)
 
 GROUP = "kueue.x-k8s.io"
 KIND = "Workload"
@@ -63,11 +63,7 @@ def _quantities(section: str, values: Mapping[str, Any] | None) -> dict[str, Fra
     return out
 
 
-class _Struct(msgspec.Struct, frozen=True, gc=False):
-    """Frozen, not tracked by the cycle collector (decoded plain data cannot form a cycle)."""
-
-
-class Resources(_Struct, frozen=True):
+class Resources(Frozen, frozen=True):
     limits: dict[str, Any] | None = None
     requests: dict[str, Any] | None = None
 
@@ -78,7 +74,7 @@ class Resources(_Struct, frozen=True):
             msgspec.structs.force_setattr(self, "requests", _quantities("requests", self.requests))
 
 
-class Container(_Struct, frozen=True):
+class Container(Frozen, frozen=True):
     name: str = ""
     resources: Resources = msgspec.field(default_factory=Resources)
     restartPolicy: str | None = None  # "Always" on an init container: a sidecar
@@ -89,30 +85,30 @@ class Container(_Struct, frozen=True):
         return {**(self.resources.limits or {}), **(self.resources.requests or {})}
 
 
-class NodeSelectorRequirement(_Struct, frozen=True):
+class NodeSelectorRequirement(Frozen, frozen=True):
     key: str = ""  # (the API server requires both; pin has always read the term without them)
     operator: str = ""
     values: list[str] = msgspec.field(default_factory=list)
 
 
-class NodeSelectorTerm(_Struct, frozen=True):
+class NodeSelectorTerm(Frozen, frozen=True):
     matchExpressions: list[NodeSelectorRequirement] | None = None
     matchFields: list[NodeSelectorRequirement] | None = None
 
 
-class NodeSelector(_Struct, frozen=True):
+class NodeSelector(Frozen, frozen=True):
     nodeSelectorTerms: list[NodeSelectorTerm | None] | None = None
 
 
-class NodeAffinity(_Struct, frozen=True):
+class NodeAffinity(Frozen, frozen=True):
     required: NodeSelector | None = msgspec.field(default=None, name="requiredDuringSchedulingIgnoredDuringExecution")
 
 
-class Affinity(_Struct, frozen=True):
+class Affinity(Frozen, frozen=True):
     nodeAffinity: NodeAffinity | None = None
 
 
-class Toleration(_Struct, frozen=True):
+class Toleration(Frozen, frozen=True):
     key: str = ""
     operator: str = ""  # "" is Equal
     value: str = ""
@@ -120,7 +116,7 @@ class Toleration(_Struct, frozen=True):
     tolerationSeconds: int | None = None
 
 
-class PodSpec(_Struct, frozen=True):
+class PodSpec(Frozen, frozen=True):
     containers: list[Container] = msgspec.field(default_factory=list)
     initContainers: list[Container] = msgspec.field(default_factory=list)
     overhead: dict[str, Any] | None = None  # (quantities once decoded; None when absent)
@@ -173,22 +169,22 @@ def _add(into: dict[str, Fraction], values: Mapping[str, Fraction]) -> None:
         into[name] = into.get(name, Fraction(0)) + value
 
 
-class TemplateMeta(_Struct, frozen=True):
+class TemplateMeta(Frozen, frozen=True):
     annotations: dict[str, str] | None = None
 
 
-class PodTemplate(_Struct, frozen=True):
+class PodTemplate(Frozen, frozen=True):
     spec: PodSpec
     metadata: TemplateMeta = msgspec.field(default_factory=TemplateMeta)
 
 
-class TopologyRequest(_Struct, frozen=True):
+class TopologyRequest(Frozen, frozen=True):
     required: str | None = None
     preferred: str | None = None
     unconstrained: bool | None = None
 
 
-class PodSet(_Struct, frozen=True):
+class PodSet(Frozen, frozen=True):
     template: PodTemplate
     name: str | None = None  # None: the CRD's default, see :attr:`ref`
     count: _Count = 1
@@ -210,13 +206,13 @@ class PodSet(_Struct, frozen=True):
         return TopologyRequest(required=required, preferred=preferred)
 
 
-class WorkloadSpec(_Struct, frozen=True):
+class WorkloadSpec(Frozen, frozen=True):
     podSets: list[PodSet]
     queueName: str | None = None
     priority: _Int32 | None = None
 
 
-class WorkloadMeta(_Struct, frozen=True):
+class WorkloadMeta(Frozen, frozen=True):
     name: str
     namespace: str = ""
     creationTimestamp: datetime | None = None
@@ -234,7 +230,7 @@ def _utc(struct: Any, name: str) -> None:
 
 # --- status ------------------------------------------------------------------------------------------
 
-class Condition(_Struct, frozen=True):
+class Condition(Frozen, frozen=True):
     type: str
     status: str = ""
     lastTransitionTime: datetime | None = None
@@ -244,52 +240,19 @@ class Condition(_Struct, frozen=True):
         _utc(self, "lastTransitionTime")
 
 
-class PodCounts(_Struct, frozen=True):
-    universal: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    individual: list[Annotated[int, msgspec.Meta(ge=1)]] | None = None
-
-
-class LevelValues(_Struct, frozen=True):
-    universal: str | None = None
-    individual: Individual | None = None
-
-
-class Individual(_Struct, frozen=True):
-    roots: list[str]
-    prefix: str = ""
-    suffix: str = ""
-
-
-class Slice(_Struct, frozen=True):
-    domainCount: Annotated[int, msgspec.Meta(ge=1)]
-    valuesPerLevel: list[LevelValues]
-    podCounts: PodCounts
-
-
-class Domain(_Struct, frozen=True):
-    values: list[str]
-    count: Annotated[int, msgspec.Meta(ge=1)]
-
-
-class TopologyAssignment(_Struct, frozen=True):
-    levels: list[str]
-    domains: list[Domain] | None = None  # v1beta1's form
-    slices: list[Slice] | None = None    # v1beta2's form
-
-
-class PodSetAssignment(_Struct, frozen=True):
+class PodSetAssignment(Frozen, frozen=True):
     name: str = DEFAULT_PODSET
     flavors: dict[str, str] = msgspec.field(default_factory=dict)  # resource → ResourceFlavor
     count: _Count | None = None  # None: the PodSet's count (Workloads created before the field)
     topologyAssignment: TopologyAssignment | None = None
 
 
-class Admission(_Struct, frozen=True):
+class Admission(Frozen, frozen=True):
     clusterQueue: str
     podSetAssignments: list[PodSetAssignment] = msgspec.field(default_factory=list)
 
 
-class WorkloadStatus(_Struct, frozen=True):
+class WorkloadStatus(Frozen, frozen=True):
     admission: Admission | None = None
     conditions: list[Condition] = msgspec.field(default_factory=list)
 
@@ -301,33 +264,17 @@ class WorkloadStatus(_Struct, frozen=True):
         return found is not None and found.status == "True"
 
 
-class _WorkloadObject(_Struct, frozen=True):
+class _WorkloadObject(Frozen, frozen=True):
     metadata: WorkloadMeta
     spec: WorkloadSpec
     status: WorkloadStatus = msgspec.field(default_factory=WorkloadStatus)
 
 
-class _PendingObject(_Struct, frozen=True):
+class _PendingObject(Frozen, frozen=True):
     """A Workload whose ``status`` is ignored (``admit --workloads``: they are pending)."""
 
     metadata: WorkloadMeta
     spec: WorkloadSpec
-
-
-@dataclass(frozen=True, eq=False)
-class Placement:
-    """A decoded ``topologyAssignment``: the levels (node label keys, highest first) and, per domain
-    (its value at every level), the number of Pods placed there."""
-
-    levels: tuple[str, ...]
-    pods: dict[tuple[str, ...], int]
-
-    def lowest(self) -> dict[str, int]:
-        """Pods per value of the lowest level (GPUStack's: the Node's hostname)."""
-        out: dict[str, int] = {}
-        for values, count in self.pods.items():
-            out[values[-1]] = out.get(values[-1], 0) + count
-        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -385,17 +332,6 @@ class Workload:
 
 
 # --- decoding -------------------------------------------------------------------------------------------
-
-Loc = tuple[str | int, ...]
-
-
-class DecodeError(Exception):
-    """One problem of one Workload: a message and the field's location inside the object."""
-
-    def __init__(self, message: str, loc: Loc) -> None:
-        super().__init__(message)
-        self.message, self.loc = message, loc
-
 
 def version_problem(api_version: Any) -> str:
     """Why ``api_version`` (of a Kueue Workload) cannot be read; ``""`` when it can."""
@@ -467,7 +403,7 @@ def _translate(text: str) -> DecodeError:
         if expected["got"] == "null":
             return DecodeError(_missing(loc), loc)
         want = " or ".join(_WORDS.get(w.strip(), w.strip()) for w in expected["want"].split("|"))
-        got = f", got {expected['got']}" if expected["got"] else ""
+        got = f", got {_WORDS.get(expected['got'], expected['got'])}" if expected["got"] else ""
         return DecodeError(f"expected {want}{got}{expected['rest']}", loc)
     return DecodeError(message[:1].lower() + message[1:], loc)
 
@@ -497,59 +433,3 @@ def _placements(status: WorkloadStatus) -> tuple[Placement | None, ...]:
         loc: Loc = ("status", "admission", "podSetAssignments", i, "topologyAssignment")
         out.append(None if topology is None else decode_topology(topology, loc))
     return tuple(out)
-
-
-def decode_topology(topology: TopologyAssignment, loc: Loc) -> Placement:
-    """{domain values → Pods} of one ``topologyAssignment``; :class:`DecodeError` when it does not decode."""
-    levels = tuple(topology.levels)
-    if not levels:
-        raise DecodeError("must name at least one level", loc + ("levels",))
-    if (topology.domains is None) == (topology.slices is None):
-        raise DecodeError("exactly one of domains (v1beta1) or slices (v1beta2) must be set", loc)
-    pods: dict[tuple[str, ...], int] = {}
-    for values, count in (_domains(topology.domains, levels, loc) if topology.domains is not None
-                          else _slices(topology.slices or [], levels, loc)):
-        pods[values] = pods.get(values, 0) + count
-    return Placement(levels, pods)
-
-
-def _domains(domains: list[Domain], levels: tuple[str, ...], loc: Loc) -> Iterator[tuple[tuple[str, ...], int]]:
-    for i, domain in enumerate(domains):
-        if len(domain.values) != len(levels):
-            raise DecodeError(f"has {len(domain.values)} value(s) for {len(levels)} level(s)",
-                              loc + ("domains", i, "values"))
-        yield tuple(domain.values), domain.count
-
-
-def _slices(slices: list[Slice], levels: tuple[str, ...], loc: Loc) -> Iterator[tuple[tuple[str, ...], int]]:
-    for i, piece in enumerate(slices):
-        here = loc + ("slices", i)
-        n = piece.domainCount
-        if len(piece.valuesPerLevel) != len(levels):
-            raise DecodeError(f"has {len(piece.valuesPerLevel)} entries for {len(levels)} level(s)",
-                              here + ("valuesPerLevel",))
-        columns = [_level_values(v, n, here + ("valuesPerLevel", j)) for j, v in enumerate(piece.valuesPerLevel)]
-        yield from zip(zip(*columns), _pod_counts(piece.podCounts, n, here + ("podCounts",)))
-
-
-def _level_values(values: LevelValues, n: int, loc: Loc) -> list[str]:
-    if (values.universal is None) == (values.individual is None):
-        raise DecodeError("exactly one of universal or individual must be set", loc)
-    if values.universal is not None:
-        return [values.universal] * n
-    individual = values.individual
-    assert individual is not None
-    if len(individual.roots) != n:
-        raise DecodeError(f"has {len(individual.roots)} root(s), domainCount is {n}", loc + ("individual", "roots"))
-    return [individual.prefix + root + individual.suffix for root in individual.roots]
-
-
-def _pod_counts(counts: PodCounts, n: int, loc: Loc) -> list[int]:
-    if (counts.universal is None) == (counts.individual is None):
-        raise DecodeError("exactly one of universal or individual must be set", loc)
-    if counts.universal is not None:
-        return [counts.universal] * n
-    individual = counts.individual or []
-    if len(individual) != n:
-        raise DecodeError(f"has {len(individual)} count(s), domainCount is {n}", loc + ("individual",))
-    return individual
