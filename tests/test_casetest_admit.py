@@ -203,7 +203,7 @@ def test_runner_admit_bad_input_expects_no_stdout(tmp_path: Path) -> None:
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["admit-preempt-stops-search", "admit-reserve"])
+@pytest.mark.parametrize("name", ["admit-preempt-stops-search", "admit-reserve", "admit-compare-exit-1", "admit-bad-input"])
 def test_admit_case_in_process_equals_the_child_process(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``admit`` runs in process through the CLI's entry point: the same exit code, stdout and stderr
     as ``python -m gpustack_render admit ...`` in a child process."""
