@@ -117,6 +117,14 @@ def test_strict_strategy_and_no_transformations(tmp_path: Path) -> None:
     assert quota_usage({G: F(1)}, 2, loaded) == {G: 2}
 
 
+def test_kueues_own_name_of_the_strict_strategy(tmp_path: Path) -> None:
+    """Kueue's Configuration calls admission.md's Strict BlockUndeclared: both read as Strict."""
+    rules = _rules_copy(tmp_path)
+    _write(rules, "quotaCheckStrategy: BlockUndeclared\n")
+    loaded = load_rules(rules).admission
+    assert loaded.strict and loaded.strategy == "Strict"
+
+
 def test_a_rules_directory_without_the_kind_gets_the_defaults(tmp_path: Path) -> None:
     rules = _rules_copy(tmp_path)
     (rules / "admission.yaml").unlink()

@@ -22,6 +22,8 @@ from fractions import Fraction
 from typing import Iterable, Mapping
 
 CPU = "cpu"  # Kubernetes' own resource name, which Kueue counts in milli-units
+STRICT = "Strict"  # admission.md's name of Kueue's default quota-check strategy ...
+STRICT_NAMES = frozenset({STRICT, "BlockUndeclared"})  # ... which Kueue's Configuration calls BlockUndeclared
 
 
 @dataclass(frozen=True)
@@ -39,13 +41,13 @@ class Transformation:
 class AdmissionRule:
     """rules/admission.yaml, derived per manufacturer."""
 
-    strategy: str                                # "IgnoreUndeclared" | "Strict"
+    strategy: str                                # "IgnoreUndeclared" | "Strict" (BlockUndeclared is read as Strict)
     transformations: Mapping[str, Transformation] = field(default_factory=dict)
     credits: frozenset[str] = frozenset()        # the credits resources (outputs)
 
     @property
     def strict(self) -> bool:
-        return self.strategy == "Strict"
+        return self.strategy == STRICT
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def derive(strategy: str, entries: Iterable[Entry], manufacturers: Iterable[Reso
             for resource in names:
                 table.setdefault(resource, Transformation(resource, entry.strategy, outputs, multiply,
                                                           f"Admission:transformations.{entry.index}"))
-    return AdmissionRule(strategy, table, frozenset(credits))
+    return AdmissionRule(STRICT if strategy in STRICT_NAMES else strategy, table, frozenset(credits))
 
 
 def whole(value: Fraction) -> int:

@@ -389,9 +389,12 @@ class AdmissionRules(Envelope):
     """How Kueue counts a Pod's requests against quota, as the operator configures it (Kueue's
     Configuration ``resources.transformations``), and its quota-check strategy: with
     ``IgnoreUndeclared`` a resource the ClusterQueue does not cover is not checked; with ``Strict``
-    (Kueue's default) a non-zero request of one makes the Workload inadmissible."""
+    (Kueue's default, ``BlockUndeclared`` in Kueue's Configuration) a non-zero request of one makes
+    the Workload inadmissible."""
     kind: Literal["Admission"]
-    quotaCheckStrategy: Literal["IgnoreUndeclared", "Strict"]
+    # Kueue's Configuration resources.quotaCheckStrategy; Strict is admission.md's name for Kueue's
+    # BlockUndeclared (its default), and either is accepted.
+    quotaCheckStrategy: Literal["IgnoreUndeclared", "BlockUndeclared", "Strict"]
     transformations: list[CreditTransformation] = []
 
 
