@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,24 @@ def test_a_snapshot_file_given_as_workloads_is_one_problem() -> None:
     assert result.exit_code == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
     assert "holds no Kueue Workload, only snapshot objects (Node: 4)" in line, line
+
+
+def test_the_demo_story(tmp_path: Path) -> None:
+    """What fixtures/admit/README.md tells of each Workload, under the live chain, and the one change
+    when the accelerated quota is halved (the closing note's demo)."""
+    live = cli_invoke.invoke("admit", CLUSTER, "--workloads", str(ADMIT / "extra"), "--chain", "live", "--format", "json")
+    assert live.exit_code == 0, live.output
+    outcomes = {w["name"]: w["outcome"] for w in json.loads(live.stdout)["workloads"]}
+    assert outcomes == {"cpu-web": "Kept", "cpu-etl": "QuotaReserved", "cpu-notebook": "QuotaReserved",
+                        "a10g-chat": "QuotaReserved", "a10g-too-big": "Pending", "t4-urgent": "Preempt",
+                        "t4-train": "Kept", "t4-infer": "QuotaReserved", "t4-batch-low": "Preempted"}
+    rules = tmp_path / "rules"
+    shutil.copytree(REPO / "rules", rules)
+    queues = rules / "queues.yaml"
+    text = queues.read_text()
+    assert text.count('nominalQuota: "capacity * M"}') == 1
+    queues.write_text(text.replace('nominalQuota: "capacity * M"}', 'nominalQuota: "capacity * M // 2"}'))
+    compare = cli_invoke.invoke("admit", CLUSTER, "--chain", "compare", "--format", "json", "--rules", str(rules))
+    assert compare.exit_code == 1, compare.output
+    assert [(c["namespace"], c["name"], c["live"], c["rendered"]) for c in json.loads(compare.stdout)["changed"]] == \
+        [("team-a", "t4-train", "Kept", "Preempted")]
