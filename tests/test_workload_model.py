@@ -317,3 +317,14 @@ def test_the_same_workload_in_json_and_yaml_is_one(tmp_path: Path) -> None:
     (tmp_path / "b.yaml").write_text(yaml.safe_dump(_wl()))
     snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup, )
     assert list(snap.workloads) == [("team-a", "w")]
+
+
+def test_no_line_lookup_in_a_large_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding the line composes the whole file again (~30 s at 50,000 Workloads): a file over the
+    limit gets a problem without the line, naming file, Workload and field all the same."""
+    from gpustack_render.snapshot import workloads
+    obj = _wl([{"name": "a", "count": 1}])
+    assert _error(tmp_path, obj).startswith(f"error: {tmp_path / 'w.yaml'}:9: ")
+    monkeypatch.setattr(workloads, "LINE_LOOKUP_MAX_BYTES", 10)
+    line = _error(tmp_path, obj)
+    assert line.startswith(f"error: {tmp_path / 'w.yaml'}: Workload/team-a/w: spec.podSets[0].template: "), line
