@@ -328,3 +328,17 @@ def test_no_line_lookup_in_a_large_file(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(workloads, "LINE_LOOKUP_MAX_BYTES", 10)
     line = _error(tmp_path, obj)
     assert line.startswith(f"error: {tmp_path / 'w.yaml'}: Workload/team-a/w: spec.podSets[0].template: "), line
+
+
+def test_a_copy_without_namespace_is_the_default_one(tmp_path: Path) -> None:
+    plain = _wl()
+    plain["metadata"]["namespace"] = "default"
+    bare = _wl(priority=1)
+    del bare["metadata"]["namespace"]
+    (tmp_path / "a.json").write_text(json.dumps(plain))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(bare))
+    snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
+    assert list(snap.workloads) == [("default", "w")]
+    with pytest.raises(UserError) as err:  # they differ (priority): not silently one or the other
+        snapshot_workloads(snap)
+    assert "conflicts with a different object" in str(err.value)

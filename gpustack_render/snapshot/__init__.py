@@ -397,9 +397,14 @@ class _Placing:
 
     def workload(self, file: _File, index: int, kept: fastjson.Kept) -> None:
         """A Workload kept as its text (:class:`fastjson.Kept`): its identity, its place."""
-        ident = (WORKLOAD_GROUP, WORKLOAD_KIND, kept.namespace, kept.name)
-        if _first_seen(self.seen, ident, (file, index), self.snap.workload_problems):
-            self.snap.workloads[(kept.namespace or DEFAULT_NAMESPACE, kept.name)] = (file.name, kept)
+        self._workload(kept.namespace, kept.name, (file, index), (file.name, kept))
+
+    def _workload(self, namespace: str, name: str, seen: _Seen, kept: tuple[str, dict[str, Any] | fastjson.Kept]) -> None:
+        """A Workload's place; its namespace defaulted first, so that a copy without one and a copy in
+        ``default`` are one Workload (two that differ are a problem when typed)."""
+        namespace = namespace or DEFAULT_NAMESPACE
+        if _first_seen(self.seen, (WORKLOAD_GROUP, WORKLOAD_KIND, namespace, name), seen, self.snap.workload_problems):
+            self.snap.workloads[(namespace, name)] = kept
 
     def source(self, source: _Source) -> None:
         """An object read as plain data: its identity, its model (pydantic words its problems), its place."""
@@ -416,8 +421,7 @@ class _Placing:
                 _keep_raw(self.snap, ident, source, self.seen, problems)
             elif group == WORKLOAD_GROUP and kind == WORKLOAD_KIND:
                 self.used.add(source.file)
-                if _first_seen(self.seen, ident, source, self.snap.workload_problems):
-                    self.snap.workloads[(namespace or DEFAULT_NAMESPACE, name)] = (source.file, source.obj)
+                self._workload(namespace, name, source, (source.file, source.obj))
             return
         is_settings = kind in ("Secret", "ConfigMap")
         if is_settings and (namespace, name) != self.settings_source:
