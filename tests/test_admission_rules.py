@@ -143,3 +143,12 @@ def test_renamed_vocabulary_renames_the_table(tmp_path: Path) -> None:
     assert table[f"{G}.split"].outputs == {"credits.acme.example/nvidia": M // 10}
     assert f"{G}.shared" not in table
     assert "gpustack" not in (REPO / "rules" / "admission.yaml").read_text().replace("render.gpustack.ai/", "")
+
+
+def test_entries_used_point_at_the_rule_file() -> None:
+    """explain cites the transformations a PodSet's requests went through, by their rule origins."""
+    from gpustack_render.rules.admission import entries_used
+    used = entries_used({f"{G}.sliced": F(1), f"{G}.sliced.units": F(5), "cpu": F(1)}, RULES.admission)
+    assert used == ["Admission:transformations.2", "Admission:transformations.3"]
+    assert all(RULES.origins[e].rsplit(":", 1)[0].endswith("rules/admission.yaml") for e in used)
+    assert entries_used({"cpu": F(1)}, RULES.admission) == []

@@ -125,3 +125,10 @@ def quota_usage(pod_requests: Mapping[str, Fraction], count: int, rule: Admissio
     """A PodSet's quota usage per resource (Kueue's int64 accounting): the per-Pod requests
     transformed, each converted to Kueue's integer, × ``count``."""
     return {name: kueue_value(name, value) * count for name, value in transform(pod_requests, rule).items()}
+
+
+def entries_used(requests: Mapping[str, Fraction], rule: AdmissionRule) -> list[str]:
+    """The rule entries (``"Admission:transformations.N"``, keys of ``Rules.origins``) that transform
+    some of ``requests``, in entry order: what ``explain`` cites for a PodSet's quota usage."""
+    used = {step.entry for name in requests if (step := rule.transformations.get(name)) is not None}
+    return sorted(used, key=lambda entry: int(entry.rpartition(".")[2]))
