@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from heapq import merge
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from gpustack_render.admit.chain import quantity_text
 from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAMES, NO_CANDIDATES, NO_FIT, NOT_TRIED,
@@ -66,6 +67,8 @@ class _Holder:
     usage: Usage
     placed: list[tuple[dict[int, int], Room]]        # per PodSet: Node index → Pods, one Pod's room
     since: str                                       # when it got quota (later: more recently admitted)
+    flavors: frozenset[str] = frozenset()            # the flavors it holds
+    rank: int = 0                                    # its place in admission order (higher: more recent)
 
 
 @dataclass
@@ -90,14 +93,16 @@ class Admission:
         self.chain = cluster.chain
         self.nodes = Nodes(cluster.nodes, cluster.reserve)
         self.usage: dict[str, Usage] = defaultdict(lambda: defaultdict(int))
-        self.holders: dict[str, list[_Holder]] = defaultdict(list)
+        self.holders: dict[str, dict[int, _Holder]] = defaultdict(dict)  # queue → its holders (by id)
         self.entries: list[Entry] = []
         self.notes = list(cluster.notes)
         self._admitted = 0
         # queue → (flavor, resource) → priority → usage: what lower-priority holders could free, without
         # walking them for every flavor tried
         self.by_priority: dict[str, dict[tuple[str, str], dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
-        self._sorted: dict[str, list[_Holder]] = {}  # queue → its holders in preemption order (until one changes)
+        # queue → flavor → priority → its holders in admission order (preemption takes the last first)
+        self.by_flavor: dict[str, dict[str, dict[int, dict[int, _Holder]]]] = defaultdict(dict)
+        self._no_victims: dict[tuple[object, ...], int] = {}  # TAS placements no preemption can help (§ _place)
 
     # --- holders ---------------------------------------------------------------------------------
 
@@ -139,7 +144,8 @@ class Admission:
             flavor = sorted(set(flavors.values()))[0] if flavors else None
             entry.podsets.append(PodSetResult(podset, flavor, FIT, dict(sorted(nodes.items()))))
         entry.reason = "already admitted" if w.holding.admitted else "already holds quota (QuotaReserved)"
-        self._hold(cq, _Holder(w, entry, self._holder_usage(w), placed, w.holding.reserved_at))
+        held = frozenset(f for assigned in w.holding.flavors for f in assigned.values())
+        self._hold(cq, _Holder(w, entry, self._holder_usage(w), placed, w.holding.reserved_at, held))
         self.entries.append(entry)
 
     def _hold(self, queue: str, holder: _Holder, sign: int = 1) -> None:
@@ -149,11 +155,17 @@ class Admission:
             self.usage[queue][key] += sign * amount
             levels = self.by_priority[queue][key]
             levels[priority] = levels.get(priority, 0) + sign * amount
+        lists = self.by_flavor[queue]
+        for flavor in holder.flavors:
+            level = lists.setdefault(flavor, {}).setdefault(priority, {})
+            if sign > 0:
+                level[id(holder)] = holder  # (snapshot holders are put in admission order once all are read)
+            else:
+                del level[id(holder)]
         if sign > 0:
-            self.holders[queue].append(holder)
+            self.holders[queue][id(holder)] = holder
         else:
-            self.holders[queue].remove(holder)
-        self._sorted.pop(queue, None)
+            del self.holders[queue][id(holder)]
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -181,6 +193,7 @@ class Admission:
                 self.entries.append(Entry(w, cq, PENDING, _untried(w), evicted=evicted, reason=why))
                 continue
             pending[cq].append((w, evicted))
+        self._rank_snapshot_holders()
         if cohort_skipped:
             self.notes.append(f"{cohort_skipped} Workload(s) of ClusterQueues in a cohort are not previewed "
                               f"(cohorts, borrowing and fair sharing are not modelled)")
@@ -192,6 +205,34 @@ class Admission:
         self.entries.sort(key=lambda e: (e.cluster_queue or "", _order_key(e.workload)))
         return Result(self.entries, {q: dict(u) for q, u in self.usage.items()}, self.chain.queues, self.notes,
                       self.nodes, self.chain)
+
+    def _rank_snapshot_holders(self) -> None:
+        """The snapshot's holders in admission order: the QuotaReserved time, ties by name (the
+        earlier name preempted first, so it is ranked later)."""
+        holders = [h for queue in self.holders.values() for h in queue.values()]
+        holders.sort(key=lambda h: h.workload.ref, reverse=True)
+        holders.sort(key=lambda h: h.since)
+        for rank, holder in enumerate(holders):
+            holder.rank = rank
+        self._admitted = len(holders)
+        for lists in self.by_flavor.values():
+            for levels in lists.values():
+                for priority, level in levels.items():
+                    levels[priority] = {id(h): h for h in sorted(level.values(), key=lambda h: h.rank)}
+
+    def _lower(self, queue: QueueSpec, w: WorkloadDemand, flavors: Iterable[str]) -> Iterator[_Holder]:
+        """The holders of ``flavors`` that ``w`` may preempt, in Kueue's order: lowest priority first,
+        then the most recently admitted."""
+        if queue.preempt_within != LOWER_PRIORITY:
+            return
+        lists = [self.by_flavor[queue.name].get(f, {}) for f in sorted(set(flavors))]
+        seen: set[int] = set()
+        for priority in sorted({p for levels in lists for p in levels if p < w.priority}):
+            groups = [reversed(levels[priority].values()) for levels in lists if levels.get(priority)]
+            for holder in (groups[0] if len(groups) == 1 else merge(*groups, key=lambda h: -h.rank)):
+                if id(holder) not in seen:
+                    seen.add(id(holder))
+                    yield holder
 
     def _resolve(self, w: WorkloadDemand) -> tuple[str | None, str]:
         """LocalQueue → ClusterQueue, stopped at the first missing link in Kueue's words."""
@@ -238,6 +279,7 @@ class Admission:
         if worst < FIT:
             for placed in tentative:
                 self.nodes.take(*placed, -1)
+            self.nodes.release(r.flavor for r in entry.podsets if r.nodes and r.flavor)
         if worst < PREEMPT_MODE:
             entry.reason = "; ".join(f"couldn't assign flavors to pod set {r.podset.name}: {', '.join(sorted(r.reasons))}"
                                      for r in entry.podsets if r.mode != FIT)
@@ -340,35 +382,29 @@ class Admission:
         candidates = self.nodes.candidates(spec, podset)
         need = pod_room(podset.per_pod)
         mode = REQUIRED if podset.topology == REQUIRED else ""
-        placed, fit = self.nodes.place(candidates, need, podset.count, mode)
+        placed, fit = self.nodes.place_fast(spec, podset, need, podset.count, mode)
         if placed is not None:
             attempt.nodes = placed
             return
         text = (f'topology "{topology}" allows to fit only {fit} out of {podset.count} pod(s)' if fit else
                 f'topology "{topology}" doesn\'t allow to fit any of {podset.count} pod(s)')
         attempt.reasons.append(text)
-        on_nodes = set(candidates)
-        relevant = [h for h in self._candidates(queue, w) if any(i in on_nodes for p, _ in h.placed for i in p)]
+        # Whether removing every lower-priority holder would make room only falls as Pods are placed
+        # (a lower holder's Pods take what removing them gives back): a "no" holds until room is released.
+        memo = (flavor, Nodes.signature(podset), tuple(sorted(need.items())), podset.count, mode, w.priority)
+        if self._no_victims.get(memo, -1) == self.nodes.released.get(flavor, 0):
+            attempt.mode = NO_FIT
+            return
+        on_nodes = self.nodes.candidate_set(spec, podset)  # (a flavor's Nodes hold that flavor's holders)
+        relevant = [h for h in self._lower(queue, w, (flavor,)) if any(i in on_nodes for p, _ in h.placed for i in p)]
         victims = self._minimal(relevant, lambda removed: self.nodes.place(candidates, need, podset.count, mode,
                                                                            _room_of(removed))[0] is not None)
         if victims:
             attempt.mode = min(attempt.mode, PREEMPT_MODE)
             attempt.reasons.append(f"Pending the preemption of {len(victims)} workload(s)")
         else:
+            self._no_victims[memo] = self.nodes.released.get(flavor, 0)
             attempt.mode = NO_FIT
-
-    def _candidates(self, queue: QueueSpec, w: WorkloadDemand) -> list[_Holder]:
-        """Holders this Workload may preempt, in Kueue's order: lowest priority first, then the most
-        recently admitted."""
-        if queue.preempt_within != LOWER_PRIORITY:
-            return []
-        ordered = self._sorted.get(queue.name)
-        if ordered is None:
-            ordered = sorted(self.holders[queue.name], key=lambda h: h.workload.ref)
-            ordered.sort(key=lambda h: h.since, reverse=True)
-            ordered.sort(key=lambda h: h.workload.priority)
-            self._sorted[queue.name] = ordered
-        return [h for h in ordered if h.workload.priority < w.priority]
 
     def _minimal(self, candidates: Sequence[_Holder], fits: Callable[[list[_Holder]], bool]) -> list[_Holder] | None:
         """Candidates taken in order until ``fits``; then each given back, in reverse, if it still fits.
@@ -391,25 +427,24 @@ class Admission:
 
     def _victims(self, queue: QueueSpec, w: WorkloadDemand, results: Sequence[PodSetResult],
                  own: Usage) -> list[_Holder] | None:
-        """The minimal set of holders whose removal lets every PodSet fit on its assigned flavor."""
+        """The minimal set of holders whose removal lets every PodSet fit on its assigned flavor:
+        candidates taken in order until the quota and the placements fit, then each given back, in
+        reverse, if it still fits without it."""
         used = self.usage[queue.name]
         nominal = {(f.name, r): q for f in queue.flavors for r, q in f.nominal.items()}
-        flavors = {r.flavor for r in results if r.mode == PREEMPT_MODE}
-        candidates = [h for h in self._candidates(queue, w) if any(f == k[0] for k in h.usage for f in flavors)
-                      or any(p for p, _ in h.placed)]
+        short = {key: used.get(key, 0) + amount - nominal.get(key, 0) for key, amount in own.items()}
+        placing = [r for r in results if r.flavor and self.chain.flavors[r.flavor].topology]
+        sets = [self.nodes.candidate_set(self.chain.flavors[r.flavor or ""], r.podset) for r in placing]
+        on_nodes = sets[0] if len(sets) == 1 else frozenset().union(*sets)
+        flavors = {r.flavor for r in results if r.mode == PREEMPT_MODE and r.flavor}
 
-        def fits(removed: list[_Holder]) -> bool:
-            for key, amount in own.items():
-                freed = sum(h.usage.get(key, 0) for h in removed)
-                if used.get(key, 0) - freed + amount > nominal.get(key, 0):
-                    return False
-            extra = _room_of(removed)
+        def fits(freed: Usage, extra: dict[int, Room], record: bool = False) -> bool:
+            if any(short[key] > freed.get(key, 0) for key in short):
+                return False
             taken: list[tuple[dict[int, int], Room]] = []
             try:
-                for r in results:
-                    spec = self.chain.flavors[r.flavor] if r.flavor else None
-                    if spec is None or not spec.topology:
-                        continue
+                for r in placing:
+                    spec = self.chain.flavors[r.flavor or ""]
                     need = pod_room(r.podset.per_pod)
                     placed = self.nodes.place(self.nodes.candidates(spec, r.podset), need, r.podset.count,
                                               REQUIRED if r.podset.topology == REQUIRED else "", extra)[0]
@@ -417,21 +452,45 @@ class Admission:
                         return False
                     self.nodes.take(placed, need)
                     taken.append((placed, need))
-                    r.nodes = {self.nodes.nodes[i].name: c for i, c in sorted(placed.items())}
+                    if record:
+                        r.nodes = {self.nodes.nodes[i].name: c for i, c in sorted(placed.items())}
                 return True
             finally:
                 for placed, need in taken:
                     self.nodes.take(placed, need, -1)
 
-        found = self._minimal(candidates, fits)
-        if found is not None:
-            fits(found)  # the placements of the final set
-        return found
+        removed: list[_Holder] = []
+        freed: Usage = defaultdict(int)
+        extra: dict[int, Room] = {}
+        quota_met = False
+        for holder in self._lower(queue, w, flavors):
+            touches = any(i in on_nodes for p, _ in holder.placed for i in p)
+            if not touches and (quota_met or not any(k in short for k in holder.usage)):
+                continue  # (once the quota is met, only room on the PodSets' Nodes can help)
+            removed.append(holder)
+            _add(freed, extra, holder, 1)
+            if not quota_met and any(short[key] > freed.get(key, 0) for key in short):
+                continue
+            first = not quota_met
+            quota_met = True
+            if (first or touches) and fits(freed, extra):
+                break
+        else:
+            return None
+        for i in range(len(removed) - 2, -1, -1):
+            _add(freed, extra, removed[i], -1)
+            if fits(freed, extra):
+                del removed[i]
+            else:
+                _add(freed, extra, removed[i], 1)
+        fits(freed, extra, record=True)  # the placements of the final set
+        return removed
 
     def _evict_holder(self, queue: QueueSpec, victim: _Holder, by: str) -> None:
         self._hold(queue.name, victim, -1)
         for placed, need in victim.placed:
             self.nodes.take(placed, need, -1)
+        self.nodes.release(victim.flavors)
         victim.entry.outcome, victim.entry.preempted_by = PREEMPTED, by
         victim.entry.reason = f"preempted by {by}"
 
@@ -447,7 +506,19 @@ class Admission:
             placed.append((indexed, need))
         self._admitted += 1
         since = f"\uffff{self._admitted:09d}"
-        self._hold(queue.name, _Holder(entry.workload, entry, dict(own), placed, since))
+        flavors = frozenset(r.flavor for r in entry.podsets if r.flavor)
+        self._hold(queue.name, _Holder(entry.workload, entry, dict(own), placed, since, flavors, self._admitted))
+
+
+def _add(freed: Usage, extra: dict[int, Room], holder: _Holder, sign: int) -> None:
+    """Count (``sign`` 1) or uncount (-1) what removing ``holder`` frees: its quota and its Pods' room."""
+    for key, amount in holder.usage.items():
+        freed[key] += sign * amount
+    for placed, need in holder.placed:
+        for i, pods in placed.items():
+            node = extra.setdefault(i, {})
+            for resource, amount in need.items():
+                node[resource] = node.get(resource, 0) + sign * amount * pods
 
 
 def _room_of(holders: Sequence[_Holder]) -> dict[int, Room]:
