@@ -18,7 +18,7 @@ from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAME
                                          PENDING,
                                          PREEMPT, PREEMPT_MODE, PREEMPTED, QUOTA_RESERVED, REQUIRED, Chain, Cluster,
                                          FlavorQuota, PodSetDemand, QueueSpec, WorkloadDemand)
-from gpustack_render.admit.nodes import Nodes, Room, pod_room, taint_text, untolerated, selector_matches
+from gpustack_render.admit.nodes import Nodes, Room, podset_room, taint_text, untolerated, selector_matches
 
 LOWER_PRIORITY = "LowerPriority"
 MAY_STOP = "MayStopSearch"
@@ -138,7 +138,7 @@ class Admission:
             flavors = w.holding.flavors[i] if i < len(w.holding.flavors) else {}
             nodes = w.holding.nodes[i] if i < len(w.holding.nodes) else {}
             indexed = {self.nodes.index[n]: c for n, c in nodes.items() if n in self.nodes.index}
-            need = pod_room(podset.per_pod)
+            need = podset_room(podset)
             self.nodes.take(indexed, need)
             placed.append((indexed, need))
             flavor = sorted(set(flavors.values()))[0] if flavors else None
@@ -220,6 +220,13 @@ class Admission:
                 for priority, level in levels.items():
                     levels[priority] = {id(h): h for h in sorted(level.values(), key=lambda h: h.rank)}
 
+    def _mode(self, podset: PodSetDemand, topology: str) -> str:
+        """REQUIRED when the PodSet requires the Topology's lowest level (one Node for all its Pods);
+        otherwise its Pods may spread (a required higher level is not modelled: placed as preferred)."""
+        levels = self.chain.topologies.get(topology) or []
+        lowest = not podset.topology_level or (bool(levels) and podset.topology_level == levels[-1])
+        return REQUIRED if podset.topology == REQUIRED and lowest else ""
+
     def _lower(self, queue: QueueSpec, w: WorkloadDemand, flavors: Iterable[str]) -> Iterator[_Holder]:
         """The holders of ``flavors`` that ``w`` may preempt, in Kueue's order: lowest priority first,
         then the most recently admitted."""
@@ -272,7 +279,7 @@ class Admission:
                 for resource, amount in self._covered(queue, podset).items():
                     own[(result.flavor, resource)] += amount
             if result.nodes:
-                placed = ({self.nodes.index[n]: c for n, c in result.nodes.items()}, pod_room(podset.per_pod))
+                placed = ({self.nodes.index[n]: c for n, c in result.nodes.items()}, podset_room(podset))
                 self.nodes.take(*placed)
                 tentative.append(placed)
         worst = min((r.mode for r in entry.podsets), default=FIT)
@@ -379,9 +386,8 @@ class Admission:
                attempt: Attempt) -> None:
         """§7 for one flavor; on no room, Preempt when lower-priority holders' Pods make room."""
         spec = self.chain.flavors[flavor]
-        candidates = self.nodes.candidates(spec, podset)
-        need = pod_room(podset.per_pod)
-        mode = REQUIRED if podset.topology == REQUIRED else ""
+        need = podset_room(podset)
+        mode = self._mode(podset, topology)
         placed, fit = self.nodes.place_fast(spec, podset, need, podset.count, mode)
         if placed is not None:
             attempt.nodes = placed
@@ -397,8 +403,8 @@ class Admission:
             return
         on_nodes = self.nodes.candidate_set(spec, podset)  # (a flavor's Nodes hold that flavor's holders)
         relevant = [h for h in self._lower(queue, w, (flavor,)) if any(i in on_nodes for p, _ in h.placed for i in p)]
-        victims = self._minimal(relevant, lambda removed: self.nodes.place(candidates, need, podset.count, mode,
-                                                                           _room_of(removed))[0] is not None)
+        victims = self._minimal(relevant, lambda removed: self.nodes.place_fast(spec, podset, need, podset.count, mode,
+                                                                                _room_of(removed))[0] is not None)
         if victims:
             attempt.mode = min(attempt.mode, PREEMPT_MODE)
             attempt.reasons.append(f"Pending the preemption of {len(victims)} workload(s)")
@@ -445,9 +451,9 @@ class Admission:
             try:
                 for r in placing:
                     spec = self.chain.flavors[r.flavor or ""]
-                    need = pod_room(r.podset.per_pod)
-                    placed = self.nodes.place(self.nodes.candidates(spec, r.podset), need, r.podset.count,
-                                              REQUIRED if r.podset.topology == REQUIRED else "", extra)[0]
+                    need = podset_room(r.podset)
+                    placed = self.nodes.place_fast(spec, r.podset, need, r.podset.count,
+                                                   self._mode(r.podset, spec.topology), extra)[0]
                     if placed is None:
                         return False
                     self.nodes.take(placed, need)
@@ -500,7 +506,7 @@ class Admission:
         placed = []
         for r in entry.podsets:
             indexed = {self.nodes.index[n]: c for n, c in r.nodes.items()}
-            need = pod_room(r.podset.per_pod)
+            need = podset_room(r.podset)
             if not taken:
                 self.nodes.take(indexed, need)
             placed.append((indexed, need))

@@ -42,6 +42,9 @@ class PodSetDemand:
     tolerations: list[Any] = field(default_factory=list)
     topology: str = ""                           # REQUIRED / PREFERRED / UNCONSTRAINED / "" (none asked)
     topology_level: str = ""
+    # computed once when first needed (admit.nodes): the selector's cache key and one Pod's room
+    selector_key: str | None = field(default=None, compare=False, repr=False)
+    room: dict[str, int] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

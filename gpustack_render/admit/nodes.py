@@ -94,6 +94,14 @@ def selector_matches(podset: PodSetDemand, labels: Mapping[str, str], name: str 
     return any(term_matches(t, labels, name) for t in reduced)
 
 
+def podset_room(podset: PodSetDemand) -> Room:
+    """:func:`pod_room` of one PodSet's Pod, computed once (treat it as read-only)."""
+    room = podset.room
+    if room is None:
+        room = podset.room = pod_room(podset.per_pod)
+    return room
+
+
 def pod_room(per_pod: Mapping[str, Any]) -> Room:
     """One Pod's requests in int64 accounting, plus its ``pods`` slot."""
     room = {r: resource_value(r, q) for r, q in per_pod.items() if q}
@@ -197,7 +205,10 @@ class Nodes:
 
     @staticmethod
     def signature(podset: PodSetDemand) -> str:
-        return repr((podset.node_selector, podset.affinity_terms, podset.tolerations))
+        key = podset.selector_key
+        if key is None:
+            key = podset.selector_key = repr((podset.node_selector, podset.affinity_terms, podset.tolerations))
+        return key
 
     def candidates(self, flavor: FlavorSpec, podset: PodSetDemand) -> list[int]:
         """The flavor's Nodes the PodSet's whole selector, affinity and tolerations allow."""
@@ -232,8 +243,9 @@ class Nodes:
                 index.update(i, fits_count(room, index.need))
 
     def place_fast(self, flavor: FlavorSpec, podset: PodSetDemand, need: Room, count: int,
-                   mode: str) -> tuple[dict[int, int] | None, int]:
-        """:meth:`place` over the (flavor, selector, need) index: the same answer, without a scan."""
+                   mode: str, extra: Mapping[int, Room] | None = None) -> tuple[dict[int, int] | None, int]:
+        """:meth:`place` over the (flavor, selector, need) index: the same answer, without a scan.
+        ``extra``'s Nodes are counted with that room given back while this placement is planned."""
         key = (flavor.name, self.signature(podset), tuple(sorted(need.items())))
         index = self._indexes.get(key)
         if index is None:
@@ -241,6 +253,19 @@ class Nodes:
             for i in self.candidates(flavor, podset):
                 index.update(i, fits_count(self.free[i], need))
                 self._member_of.setdefault(i, []).append(index)
+        overridden = [i for i in extra if i in index.count] if extra else []
+        for i in overridden:
+            assert extra is not None
+            room = self.free[i]
+            index.update(i, fits_count({r: room.get(r, 0) + extra[i].get(r, 0) for r in set(room) | set(extra[i])},
+                                       need))
+        try:
+            return self._plan(index, need, count, mode)
+        finally:
+            for i in overridden:
+                index.update(i, fits_count(self.free[i], need))
+
+    def _plan(self, index: _Index, need: Room, count: int, mode: str) -> tuple[dict[int, int] | None, int]:
         if mode == REQUIRED:
             found = index.at_least(count)
             if found is None:
@@ -251,52 +276,17 @@ class Nodes:
             return None, index.total
         placed: dict[int, int] = {}
         left = count
-        while left > 0:  # (each Node taken is set to 0 while planning, then restored)
+        saved: dict[int, int] = {}
+        while left > 0:  # (each Node taken whole is set to 0 while planning, then restored)
             found = index.at_least(left)
             if found is not None:
                 placed[found[1]] = left
                 break
             roomiest = index.roomiest()
             assert roomiest is not None  # (total >= left)
-            placed[roomiest[1]] = roomiest[0]
+            placed[roomiest[1]] = saved[roomiest[1]] = roomiest[0]
             left -= roomiest[0]
             index.update(roomiest[1], 0)
-        for i in placed:
-            index.update(i, fits_count(self.free[i], need))
-        return placed, count
-
-    def place(self, candidates: Sequence[int], need: Room, count: int, mode: str,
-              extra: Mapping[int, Room] | None = None) -> tuple[dict[int, int] | None, int]:
-        """Node index → Pods for ``count`` Pods, or ``None`` and how many could fit. ``required``:
-        all on one Node. Otherwise the fewest Nodes: while some Node holds the rest, the one left
-        with the least room (ties: name); else the roomiest takes what it holds. ``extra`` is room
-        given back on some Nodes (the candidates to preempt)."""
-        counts: list[tuple[int, int]] = []
-        for i in candidates:
-            free = self.free[i]
-            if extra and i in extra:
-                free = {r: free.get(r, 0) + extra[i].get(r, 0) for r in set(free) | set(extra[i])}
-            n = fits_count(free, need)
-            if n > 0:
-                counts.append((n, i))
-        if mode == REQUIRED:
-            whole = [(n, self.nodes[i].name, i) for n, i in counts if n >= count]
-            if not whole:
-                best = max((n for n, _ in counts), default=0)
-                return None, best
-            return {min(whole)[2]: count}, count
-        total = sum(n for n, _ in counts)
-        if total < count:
-            return None, total
-        placed: dict[int, int] = {}
-        left = count
-        pool = sorted(counts, key=lambda c: (c[0], -c[1]))
-        while left > 0:
-            holding = min((c for c in pool if c[0] >= left), default=None)
-            if holding is not None:
-                placed[holding[1]] = left
-                break
-            n, i = pool.pop()  # the roomiest, first by name (the last of this order)
-            placed[i] = n
-            left -= n
+        for i, n in saved.items():
+            index.update(i, n)
         return placed, count
