@@ -76,21 +76,18 @@ def demands(snapshot_workloads: Iterable[Workload], extra: Iterable[Workload], u
     return out + [demand(w, usage_of, extra=True) for w in extra]
 
 
-def _ready(conditions: Any) -> bool | None:
-    """The ``Ready`` condition (``None``: the Node has no conditions at all)."""
-    if not isinstance(conditions, list) or not conditions:
-        return None
-    for condition in conditions:
-        if isinstance(condition, dict) and condition.get("type") == "Ready":
-            return condition.get("status") not in NOT_READY
-    return True
+def _ready(ready: str | None) -> bool | None:
+    """The ``Ready`` condition's verdict (``None``: the Node has no conditions at all)."""
+    return None if ready is None else ready not in NOT_READY
 
 
 def _allocatable(snapshot: Snapshot, name: str, node: Any, problems: list[Problem]) -> dict[str, Fraction]:
+    """``status.allocatable``: the capacity, with the entries the snapshot keeps where allocatable
+    differs from it (snapshot/inputs.admit_view)."""
+    out: dict[str, Fraction] = dict(node.status.capacity or {})
     raw = node.status.allocatable
     if not isinstance(raw, dict):
-        return dict(node.status.capacity or {})
-    out: dict[str, Fraction] = {}
+        return out
     for resource, value in raw.items():
         try:
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -110,7 +107,7 @@ def node_rooms(snapshot: Snapshot, labels_of: Mapping[str, Mapping[str, str]]) -
     unconditioned = 0
     for name in sorted(snapshot.nodes):
         node = snapshot.nodes[name]
-        ready = _ready(node.status.conditions)
+        ready = _ready(node.status.ready)
         unconditioned += ready is None
         taints = node.spec.taints if isinstance(node.spec.taints, list) else []
         schedulable = node.spec.unschedulable is not True and ready is not False

@@ -9,13 +9,10 @@ from typing import Any, Mapping
 from gpustack_render.admit.inputs import UsageOf
 from gpustack_render.rules.admission import quota_usage
 
-STRICT = "Strict"  # Kueue's quotaCheckStrategy value that checks every requested resource
-
-
 def accounting(rules: Any) -> tuple[UsageOf, bool]:
     """``(usage_of, strict)``: rules/admission.yaml's transformations and quota-check strategy."""
     rule = rules.admission
 
     def usage_of(per_pod: Mapping[str, Fraction], count: int) -> dict[str, int]:
         return quota_usage(per_pod, count, rule)
-    return usage_of, rule.strategy == STRICT
+    return usage_of, rule.strict
