@@ -7,6 +7,7 @@ AdmissionCheck of Kueue's group, any served version.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from gpustack_render.admit.model import Chain, FlavorQuota, FlavorSpec, QueueSpec
@@ -21,6 +22,7 @@ BINARY_PREFIX = "hugepages-"
 _BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
 
 
+@lru_cache(maxsize=1 << 14)  # (the same few amounts over 50,000 Workloads)
 def quantity_text(resource: str, value: int) -> str:
     """An int64 amount as Kueue prints it (``1600k``, ``4``, ``500m``, ``3Gi``): cpu from milli-units,
     the byte-sized resources in BinarySI, everything else in DecimalSI."""

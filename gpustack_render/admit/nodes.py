@@ -187,6 +187,7 @@ class Nodes:
                 room[resource] = room.get(resource, 0) - amount
             self.free.append(room)
         self._flavor: dict[str, list[int]] = {}
+        self._by_label: dict[str, dict[str, list[int]]] = {}
         self._candidates: dict[tuple[str, str], list[int]] = {}
         self._indexes: dict[tuple[str, str, tuple[tuple[str, int], ...]], _Index] = {}
         self._member_of: dict[int, list[_Index]] = {}
@@ -194,12 +195,24 @@ class Nodes:
         self.released: dict[str, int] = {}
         self._sets: dict[tuple[str, str], frozenset[int]] = {}
 
+    def _with_label(self, key: str, value: str) -> list[int]:
+        """The Nodes whose label ``key`` is ``value`` (each key's values indexed once)."""
+        values = self._by_label.get(key)
+        if values is None:
+            values = self._by_label[key] = {}
+            for i, node in enumerate(self.nodes):
+                if key in node.labels:
+                    values.setdefault(node.labels[key], []).append(i)
+        return values.get(value, [])
+
     def of_flavor(self, flavor: FlavorSpec) -> list[int]:
         found = self._flavor.get(flavor.name)
         if found is None:
             wanted = flavor.node_labels.items()
-            found = [i for i, n in enumerate(self.nodes)
-                     if n.schedulable and all(n.labels.get(k) == v for k, v in wanted)]
+            pool = (min((self._with_label(k, v) for k, v in wanted), key=len) if wanted
+                    else range(len(self.nodes)))
+            found = [i for i in pool if self.nodes[i].schedulable
+                     and all(self.nodes[i].labels.get(k) == v for k, v in wanted)]
             self._flavor[flavor.name] = found
         return found
 
