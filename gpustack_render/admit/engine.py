@@ -17,7 +17,7 @@ from gpustack_render.admit.chain import quantity_text
 from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAMES, NO_CANDIDATES, NO_FIT, NOT_TRIED,
                                          PENDING,
                                          PREEMPT, PREEMPT_MODE, PREEMPTED, QUOTA_RESERVED, REQUIRED, Chain, Cluster,
-                                         FlavorQuota, PodSetDemand, QueueSpec, WorkloadDemand)
+                                         FlavorQuota, FlavorSpec, PodSetDemand, QueueSpec, WorkloadDemand)
 from gpustack_render.admit.nodes import Nodes, Room, podset_room, taint_text, untolerated, selector_matches
 
 LOWER_PRIORITY = "LowerPriority"
@@ -102,6 +102,7 @@ class Admission:
         self.by_priority: dict[str, dict[tuple[str, str], dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
         # queue → flavor → priority → its holders in admission order (preemption takes the last first)
         self.by_flavor: dict[str, dict[str, dict[int, dict[int, _Holder]]]] = defaultdict(dict)
+        self._checked: dict[tuple[str, str], str] = {}  # (flavor, selector) → why §6 passes it over
         self._no_victims: dict[tuple[object, ...], int] = {}  # TAS placements no preemption can help (§ _place)
 
     # --- holders ---------------------------------------------------------------------------------
@@ -351,11 +352,9 @@ class Admission:
              requests: Mapping[str, int], own: Usage) -> Attempt:
         name = quota.name
         flavor = self.chain.flavors[name]
-        taint = untolerated(flavor.node_taints, list(podset.tolerations) + list(flavor.tolerations))
-        if taint is not None:
-            return Attempt(name, NO_FIT, [f"untolerated taint {taint_text(taint)} in flavor {name}"])
-        if not selector_matches(podset, flavor.node_labels, "", frozenset(flavor.node_labels)):
-            return Attempt(name, NO_FIT, [f"flavor {name} doesn't match node affinity"])
+        refused = self._flavor_check(flavor, podset)
+        if refused:
+            return Attempt(name, NO_FIT, [refused])
         attempt = Attempt(name, FIT)
         used = self.usage[queue.name]
         for resource, amount in requests.items():
@@ -381,6 +380,21 @@ class Admission:
         if attempt.mode >= PREEMPT_MODE and flavor.topology:
             self._place(queue, w, podset, flavor.name, flavor.topology, attempt)
         return attempt
+
+    def _flavor_check(self, flavor: FlavorSpec, podset: PodSetDemand) -> str:
+        """§6 steps 1-2, once per (flavor, selector): why the flavor is passed over, "" if it is not."""
+        key = (flavor.name, Nodes.signature(podset))
+        found = self._checked.get(key)
+        if found is None:
+            taint = untolerated(flavor.node_taints, list(podset.tolerations) + list(flavor.tolerations))
+            if taint is not None:
+                found = f"untolerated taint {taint_text(taint)} in flavor {flavor.name}"
+            elif not selector_matches(podset, flavor.node_labels, "", frozenset(flavor.node_labels)):
+                found = f"flavor {flavor.name} doesn't match node affinity"
+            else:
+                found = ""
+            self._checked[key] = found
+        return found
 
     def _place(self, queue: QueueSpec, w: WorkloadDemand, podset: PodSetDemand, flavor: str, topology: str,
                attempt: Attempt) -> None:
