@@ -70,8 +70,22 @@ def demand(w: Workload, usage_of: UsageOf, extra: bool = False) -> WorkloadDeman
                           [_podset(p, usage_of) for p in w.spec.podSets], None if extra else _holding(w), extra)
 
 
+def _memo(usage_of: UsageOf) -> UsageOf:
+    """``usage_of`` computed once per distinct (requests, count): Workloads repeat a few shapes."""
+    seen: dict[tuple[tuple[tuple[str, Fraction], ...], int], dict[str, int]] = {}
+
+    def usage(per_pod: Mapping[str, Fraction], count: int) -> dict[str, int]:
+        key = (tuple(per_pod.items()), count)
+        found = seen.get(key)
+        if found is None:
+            found = seen[key] = usage_of(per_pod, count)
+        return dict(found)
+    return usage
+
+
 def demands(snapshot_workloads: Iterable[Workload], extra: Iterable[Workload], usage_of: UsageOf) -> list[WorkloadDemand]:
     """Every Workload the preview lists: the snapshot's (Finished ones left out), then ``--workloads``."""
+    usage_of = _memo(usage_of)
     out = [demand(w, usage_of) for w in snapshot_workloads if not w.finished]
     return out + [demand(w, usage_of, extra=True) for w in extra]
 
