@@ -80,6 +80,7 @@ def test_explain_workload(cli: Callable[..., Any]) -> None:
     assert "outcome Preempt" in result.stdout
     assert "NoFit, passed over: insufficient quota for credits.gpustack.ai/nvidia" in result.stdout
     assert "Nodes of flavor" in result.stdout and "node-t4-b:" in result.stdout
+    assert "<- rules/admission.yaml:" in result.stdout  # the transformation the quota went through
     missing = cli("explain", "workload/team-a/t4-urgen", CLUSTER)
     assert missing.exit_code == 2 and "did you mean 'team-a/t4-urgent'?" in missing.stderr
     assert cli("explain", "workload/t4-urgent", CLUSTER).exit_code == 2

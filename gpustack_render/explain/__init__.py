@@ -118,7 +118,7 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
     kind, namespace, name = parse_target(target)
     if kind == "workload":
         assert admission is not None
-        return _explain_workload(admission(), target, namespace, name)
+        return _explain_workload(admission(), target, namespace, name, ctx.rules)
     x = Explainer(ctx, setting_sources, templates_dir)
     plan = x.plan
     if kind == "node":
@@ -151,7 +151,7 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
     return builders[kind](x, found)
 
 
-def _explain_workload(result: Any, target: str, namespace: str, name: str) -> Report:
+def _explain_workload(result: Any, target: str, namespace: str, name: str, rules: Any) -> Report:
     from gpustack_render.explain.workload import explain_workload
     entries = {e.workload.ref: e for e in result.entries}
     entry = entries.get(f"{namespace}/{name}")
@@ -159,7 +159,7 @@ def _explain_workload(result: Any, target: str, namespace: str, name: str) -> Re
         _not_found(target, "Workload", f"{namespace}/{name}", entries,
                    "not in the snapshot (or Finished, or in a ClusterQueue of a cohort)")
     assert entry is not None
-    return explain_workload(result, entry)
+    return explain_workload(result, entry, rules)
 
 
 def _not_found(target: str, kind: str, name: str, known: Iterable[str], why: str) -> None:

@@ -18,7 +18,16 @@ from gpustack_render.explain.base import Report
 MAX_NODES = 50  # Nodes listed per flavor (the rest counted), so a 10,000-Node pool stays readable
 
 
-def explain_workload(result: Result, entry: Entry) -> Report:
+def _quota_origins(rules: Any, podset: PodSetDemand) -> list[str]:
+    """Where the PodSet's quota usage comes from: the rules/admission.yaml entries its requests went through."""
+    from gpustack_render.explain.base import show_path
+    from gpustack_render.rules.admission import entries_used
+    if rules is None:
+        return []
+    return [show_path(rules.origins.get(e, e)) for e in entries_used(podset.per_pod, rules.admission)]
+
+
+def explain_workload(result: Result, entry: Entry, rules: Any = None) -> Report:
     w = entry.workload
     report = Report("Workload", w.name, w.namespace, rendered=False)
     report.object = None
@@ -35,6 +44,9 @@ def explain_workload(result: Result, entry: Entry) -> Report:
         section = report.section(f"PodSet {r.podset.name} ({r.podset.count} pod(s); quota "
                                  + (", ".join(f"{k}={quantity_text(k, v)}" for k, v in sorted(r.podset.usage.items()))
                                     or "none") + ")")
+        origins = _quota_origins(rules, r.podset)
+        if origins:
+            section.add("quota usage transformed by the Admission rules", *origins)
         if not r.attempts:
             section.add(f"flavor {r.flavor or '-'}: {mode_name(r.mode) or 'not tried'}"
                         + (" (already holds quota)" if r.flavor else ""))
