@@ -428,10 +428,16 @@ class Admission:
 
     def _minimal(self, candidates: Sequence[_Holder], fits: Callable[[list[_Holder]], bool]) -> list[_Holder] | None:
         """Candidates taken in order until ``fits``; then each given back, in reverse, if it still fits.
-        (Taking more never makes it fit less, so the shortest prefix that fits is found by bisection.)"""
-        if not candidates or not fits(list(candidates)):
+        (Taking more never makes it fit less, so the shortest prefix that fits is found by galloping,
+        then bisection.)"""
+        if not candidates:
             return None
-        low, high = 1, len(candidates)
+        high = 1  # galloping: the prefixes 1, 2, 4, … until one fits (the set is most often short)
+        while not fits(list(candidates[:high])):
+            if high >= len(candidates):
+                return None
+            high = min(2 * high, len(candidates))
+        low = high // 2 + 1 if high > 1 else 1
         while low < high:
             mid = (low + high) // 2
             if fits(list(candidates[:mid])):
