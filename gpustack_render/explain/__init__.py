@@ -9,7 +9,8 @@ the rules' origins; they evaluate nothing again. (The capacity keys of a Node ar
 ``CapacityEvaluator`` ``node-patches`` uses.)
 
 Targets: ``KIND/NAME`` for ResourceFlavor, ClusterQueue, InstanceType, NodeFeature, Topology,
-AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``. Kinds are case-insensitive and take
+AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``; ``workload/NAMESPACE/NAME`` (a
+snapshot Workload's admission under the rendered chain, from the ``admit`` run). Kinds are case-insensitive and take
 kubectl's plural and short names (:data:`ALIASES`).
 """
 
