@@ -78,7 +78,7 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
     ctx = Context(rules, snapshot, settings, paths=tuple(snapshot_paths))
     for file in snapshot.unused_files:
         ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
-                             f"InstanceType, the Kueue chain, the settings object)")
+                             f"InstanceType, the Kueue chain, Workloads, the settings object)")
     if not snapshot.node_objects and not allow_empty:
         raise UserError.single("the snapshot holds no Nodes; rendering it would give the empty chain, which a "
                                "pruning GitOps tool applies by deleting every flavor and queue (pass "
@@ -165,10 +165,11 @@ def pin_workloads(ctx: Context, workload_paths: Sequence[str]) -> list[Any]:
     return pin_all(workloads, ctx.rules, chain, ctx.settings)
 
 
-def fit_node_labels(ctx: Context) -> dict[str, dict[str, str]]:
+def fit_node_labels(ctx: Context, converged: bool = False) -> dict[str, dict[str, str]]:
     """Each snapshot Node's labels once its ``node-patches`` fit-label patch is applied: stale fit
     labels removed, the desired ones set; Nodes ``node-patches`` leaves alone (a snapshot captured
-    without Devices) keep their labels as they are."""
+    without Devices) keep their labels as they are. ``converged``: starting from the converged
+    labels (the rendered NodeFeature's applied, as ``admit --chain rendered`` sees the Nodes)."""
     from gpustack_render.evaluate.capacity import CapacityEvaluator
     from gpustack_render.emit.patches import uncaptured_devices
     evaluator = CapacityEvaluator(ctx.rules, ctx.diagnostics)
@@ -178,13 +179,22 @@ def fit_node_labels(ctx: Context) -> dict[str, dict[str, str]]:
     for facts in ctx.evaluation.node_facts:
         name = facts.name
         node = nodes[name]
-        labels = dict(node.metadata.labels or {})
+        labels = dict(facts.converged if converged else node.metadata.labels or {})
         out[name] = labels
         if name in skipped:
             continue
         for key in evaluator.owned_in(facts.label_keys, False):  # the stale fit labels go (each is there)
-            del labels[key]
+            labels.pop(key, None)
         devices = all_devices.get(name)
         if facts.managed and devices is not None:  # (the capacity is decided too: it warns as node-patches does)
             labels.update(evaluator.desired_parts(node, devices, facts)[1])
     return out
+
+
+def admit_preview(ctx: Context, workload_paths: Sequence[str], chain: str, reserve: dict[str, Any],
+                  templates_dir: Path | None = None) -> Any:
+    """``admit``: Kueue's admission replayed over the snapshot's Workloads (and ``workload_paths``')
+    with the rendered chain, the live one, or both (``compare``): the JSON document of admission.md §9."""
+    from gpustack_render.admit import run_preview
+    return run_preview(ctx, workload_paths, chain, reserve, lambda: render_objects(ctx, templates_dir),
+                       lambda: fit_node_labels(ctx, converged=True))

@@ -70,7 +70,8 @@ def test_lint_says_which_kinds_came_from_where(tmp_path: Path) -> None:
     assert data["kinds"] == {**{kind: "built-in" for kind in built_in_kinds}, "Naming": str(overlay / "naming.yaml")}
     assert set(data["kinds"]) == set(schema.RULE_KINDS)
     # A full copy inherits nothing: the summary line is as before.
-    assert _ok(invoke("lint", "--rules", RULES)) == "14 rule files OK (rules: " + str(RULES) + ")\n"
+    count = sum(1 for p in RULES.iterdir() if p.suffix == ".yaml")
+    assert _ok(invoke("lint", "--rules", RULES)) == f"{count} rule files OK (rules: {RULES})\n"
 
 
 def test_inherit_false_makes_the_directory_a_full_copy(tmp_path: Path) -> None:

@@ -111,6 +111,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     case("overlapping-selectors-keep-plan", ("render", "diff-live")),
     case("topology-profile-snapshot", ("render",)),
     case("fit-ledger-rows", ("node-patches",)),
+    # admit: the Admission rules (credits resources, .sliced/.shared inputs) rename with Queues/Capacity.
+    Scenario("admit-cluster", ("admit/cluster",), (), ("admit-rendered", "admit-live")),
 ]}
 PIN_RUNS = {
     "pin-shapes": (("pin/workloads/shapes.yaml",), ("demo",), ("--format", "yaml")),
@@ -174,6 +176,9 @@ class Workspaces:
             return (command, *snaps, *self.common(renaming, scenario.sets))
         if command == "node-patches":
             return (command, *snaps, *self.common(renaming, scenario.sets, templates=False), "--format", "json")
+        if command.startswith("admit-"):
+            return ("admit", *snaps, *self.common(renaming, scenario.sets), "--format", "json",
+                    "--chain", command.removeprefix("admit-"))
         if command == "diff-live":
             return ("diff", *snaps, *self.common(renaming, scenario.sets), "--format", "markdown")
         assert command == "diff-against" and scenario.against

@@ -8,17 +8,24 @@ same result; a smoke test checks that on a few cases.
 A case is a folder (kyverno test-case style) holding:
 
 ``case.yaml``
-    ``description`` (str, required), ``command`` (``render`` | ``catalog`` | ``node-patches``,
-    default ``render``), ``snapshot`` (list of paths relative to the case folder, required; may point
+    ``description`` (str, required), ``command`` (``render`` | ``catalog`` | ``node-patches`` |
+    ``admit``, default ``render``), ``snapshot`` (list of paths relative to the case folder, required; may point
     outside it, e.g. ``../../demo``), ``set`` (list of ``NAME=VALUE``), ``rules`` (a directory
     relative to the case folder; it wins over ``test --rules DIR``, which replaces the built-in rules
     of the cases that name none), ``expectExitCode`` (int, default 0), ``expectStderr`` (list of
     substrings that must all occur in stderr), ``expect`` (which objects the case is about, below).
+    ``admit`` only: ``chain`` (``rendered`` | ``live`` | ``compare``, default ``rendered``),
+    ``workloads`` (paths relative to the case folder, passed as ``--workloads``), ``reserve``
+    (``RESOURCE=QTY`` strings, passed as ``--reserve``).
     Unknown fields are an error, so typos do not pass silently.
 ``expected.yaml``
     ``render`` / ``catalog``: the expected objects as a YAML stream (for ``catalog`` the items of the
     List). ``node-patches``: one document, the expected list of ``{node, subresource, patch}``.
-    For a case that expects a non-zero exit code the stream is empty (stdout must be empty too).
+    ``admit``: one document, the ``--format json`` output of admission.md §9 holding what the case
+    is about: ``workloads`` (required: every Workload the run lists), ``queues`` and ``chain`` when
+    given; for ``chain: compare``, ``changed`` (required) and ``live`` / ``rendered`` views when given.
+    For a case that expects a non-zero exit code the stream is empty (stdout must be empty too),
+    except ``admit --chain compare``'s exit 1 (some outcome differs), which prints its document.
     With ``expect``, it holds only the selected objects.
 the snapshot files the case needs, or paths to shared snapshots (``../../snapshots/<name>/...``,
 ``../../demo``); a case never reads another case's folder.
@@ -57,14 +64,21 @@ Semantics (shared by the pytest driver and ``gpustack-render test``):
   point); the order of list elements inside an object is;
 * ``node-patches``: entries are matched by (node, subresource); each entry's ``patch`` list is
   compared element by element, in order (RFC 6902 operations are ordered);
+* ``admit``: stdout must be exactly the document of admission.md §9 for the case's ``chain`` (every
+  field it names, no other; :mod:`.admission`); Workload entries (and ``changed`` entries) are
+  matched by (namespace, name), queues by name, and each is compared whole, field by field and
+  type-strict, as objects are (missing, extra and changed entries reported). ``admit`` runs in
+  process through the CLI's own entry point (the pipeline has no single call for it); ``expect:``
+  does not apply to it;
 * goldens are rewritten (``update=True``) only from a run whose exit code is the expected one; the
   rest of the checks still run, so an update never hides a wrong exit code or missing diagnostics.
 
-Only the standard library and PyYAML are used for the comparison itself.
+Only the standard library and PyYAML are used for the comparison itself (:mod:`.semantic`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -74,20 +88,27 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AbstractSet, Any, Callable, Iterable, Sequence
+from typing import AbstractSet, Any, Callable, Sequence
 
 import yaml
 
-from gpustack_render import k8s
+from gpustack_render.casetest import admission
+from gpustack_render.casetest.semantic import (compare_objects, compare_patches, describe, diff_values, identity,
+                                              show as _show)
+
+__all__ = ["compare_objects", "compare_patches", "describe", "diff_values", "identity"]
 
 CASE_FILE = "case.yaml"
 UPDATE_ENV = "GPUSTACK_RENDER_UPDATE_GOLDENS"
 TEST_UPDATE_WRITER = "gpustack-render test --update"
 EXPECTED_FILE = "expected.yaml"
-COMMANDS = ("render", "catalog", "node-patches")
+COMMANDS = ("render", "catalog", "node-patches", "admit")
 LIST_COMMANDS = ("render", "catalog")
+ADMIT = "admit"
 
-_CASE_FIELDS = {"description", "command", "snapshot", "set", "rules", "expectExitCode", "expectStderr", "expect"}
+_CASE_FIELDS = {"description", "command", "snapshot", "set", "rules", "expectExitCode", "expectStderr", "expect",
+                "chain", "workloads", "reserve"}
+_ADMIT_FIELDS = ("chain", "workloads", "reserve")
 _EXPECT_FIELDS = {"kinds", "names"}
 _WRITTEN_BY = "# Written by "
 _CRASH_MARKERS = ("Traceback (most recent call last)", "internal error")
@@ -156,10 +177,19 @@ class Case:
     expect_exit_code: int = 0
     expect_stderr: tuple[str, ...] = ()
     expect: Selection = Selection()
+    chain: str = "rendered"  # admit only, like workloads and reserve
+    workloads: tuple[str, ...] = ()
+    reserve: tuple[str, ...] = ()
 
     @property
     def expected_path(self) -> Path:
         return self.path / EXPECTED_FILE
+
+    @property
+    def output_exit_codes(self) -> tuple[int, ...]:
+        """The exit codes that come with output to compare: 0, and for ``admit --chain compare`` 1
+        (some outcome differs)."""
+        return (0, 1) if self.command == ADMIT and self.chain == "compare" else (0,)
 
 
 def _string_list(raw: Any, where: str) -> tuple[str, ...]:
@@ -186,16 +216,10 @@ def load_case(path: Path) -> Case:
     command = raw.get("command", "render")
     if command not in COMMANDS:
         raise CaseDefinitionError(f"{where}: command: {command!r} is not one of {', '.join(COMMANDS)}")
-    snapshot = _string_list(raw.get("snapshot"), f"{where}: snapshot")
+    snapshot = _paths(raw, "snapshot", path, where)
     if not snapshot:
         raise CaseDefinitionError(f"{where}: snapshot: required, at least one path")
-    for rel in snapshot:
-        if not (path / rel).exists():
-            raise CaseDefinitionError(f"{where}: snapshot: {rel!r} does not exist (relative to {path})")
-    sets = _string_list(raw.get("set"), f"{where}: set")
-    for item in sets:
-        if "=" not in item:
-            raise CaseDefinitionError(f"{where}: set: {item!r} is not NAME=VALUE")
+    sets = _assignments(raw, "set", where)
     rules = raw.get("rules")
     if rules is not None:
         if not isinstance(rules, str) or not (path / rules).is_dir():
@@ -204,9 +228,49 @@ def load_case(path: Path) -> Case:
     if not isinstance(exit_code, int) or isinstance(exit_code, bool) or exit_code < 0:
         raise CaseDefinitionError(f"{where}: expectExitCode: must be a non-negative integer")
     stderr = _string_list(raw.get("expectStderr"), f"{where}: expectStderr")
-    return Case(name=path.name, path=path, description=description.strip(), command=command,
+    case = Case(name=path.name, path=path, description=description.strip(), command=command,
                 snapshot=snapshot, set=sets, rules=rules, expect_exit_code=exit_code, expect_stderr=stderr,
                 expect=_load_selection(raw.get("expect"), command, f"{where}: expect"))
+    return _admit_fields(case, raw, where) if command == ADMIT else _no_admit_fields(case, raw, where)
+
+
+def _paths(raw: dict[str, Any], key: str, path: Path, where: str) -> tuple[str, ...]:
+    """A list of paths relative to the case folder, each of which exists."""
+    paths = _string_list(raw.get(key), f"{where}: {key}")
+    for rel in paths:
+        if not (path / rel).exists():
+            raise CaseDefinitionError(f"{where}: {key}: {rel!r} does not exist (relative to {path})")
+    return paths
+
+
+def _assignments(raw: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """A list of ``NAME=VALUE`` strings (``set``, ``reserve``)."""
+    items = _string_list(raw.get(key), f"{where}: {key}")
+    for item in items:
+        if "=" not in item:
+            raise CaseDefinitionError(f"{where}: {key}: {item!r} is not NAME=VALUE")
+    return items
+
+
+def _admit_fields(case: Case, raw: dict[str, Any], where: str) -> Case:
+    """``admit``'s own fields: ``chain``, ``workloads`` (paths), ``reserve`` (``RESOURCE=QTY``)."""
+    chain = raw.get("chain", "rendered")
+    if chain not in admission.CHAINS:
+        raise CaseDefinitionError(f"{where}: chain: {chain!r} is not one of {', '.join(admission.CHAINS)}")
+    if not case.expect.everything:
+        raise CaseDefinitionError(f"{where}: expect: admit compares every Workload it lists (the golden's "
+                                  f"`workloads`), so there is nothing to select")
+    if case.expect_exit_code == 1 and chain != "compare":
+        raise CaseDefinitionError(f"{where}: expectExitCode: admit exits 1 only with chain: compare")
+    return dataclasses.replace(case, chain=chain, workloads=_paths(raw, "workloads", case.path, where),
+                               reserve=_assignments(raw, "reserve", where))
+
+
+def _no_admit_fields(case: Case, raw: dict[str, Any], where: str) -> Case:
+    given = [key for key in _ADMIT_FIELDS if key in raw]
+    if given:
+        raise CaseDefinitionError(f"{where}: {', '.join(given)}: only for command: admit")
+    return case
 
 
 def _check_fields(raw: Any, known: AbstractSet[str], where: str, not_mapping: str) -> None:
@@ -284,6 +348,12 @@ def command_argv(case: Case, cwd: Path, python: str = sys.executable,
     rules = rules_dir_for(case, default_rules)
     if rules is not None:
         argv += ["--rules", _rel(rules, cwd)]
+    if case.command == ADMIT:
+        argv += ["--chain", case.chain]
+        for rel in case.workloads:
+            argv += ["--workloads", _rel(case.path / rel, cwd)]
+        for item in case.reserve:
+            argv += ["--reserve", item]
     argv += ["--format", "json"]
     return argv
 
@@ -342,6 +412,8 @@ def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     def at(path: str) -> str:
         return path if here or Path(path).is_absolute() or path == "-" else str(Path(cwd) / path)
 
+    if command == ADMIT:
+        return _cli_invoker(_cli_args(argv, at))
     err: list[str] = []
     state: dict[str, Any] = {"out": ""}
 
@@ -365,6 +437,52 @@ def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     if state.get("unknown"):
         return EXIT_USAGE, "", f"{PROG}: error: unknown command {command!r}\n"
     return code, state["out"] if finished else "", "".join(line + "\n" for line in err)
+
+
+_VALUE_OPTIONS = ("--set", "--rules", "--format", "--chain", "--workloads", "--reserve")
+_PATH_OPTIONS = ("--rules", "--workloads")
+
+
+def _cli_args(argv: Sequence[str], at: Callable[[str], str]) -> list[str]:
+    """The arguments after the program in an argv of :func:`command_argv`, with every path (the
+    snapshots, ``--rules``, ``--workloads``) passed through ``at``."""
+    args = list(argv)
+    start = args.index("gpustack_render") + 1 if "gpustack_render" in args else 1
+    out = [args[start]]
+    rest = args[start + 1:]
+    i = 0
+    while i < len(rest):
+        if rest[i] in _VALUE_OPTIONS and i + 1 < len(rest):
+            out += [rest[i], at(rest[i + 1]) if rest[i] in _PATH_OPTIONS else rest[i + 1]]
+            i += 2
+        else:
+            out.append(at(rest[i]))
+            i += 1
+    return out
+
+
+def _cli_invoker(args: list[str]) -> tuple[int, str, str]:
+    """A command the pipeline has no single call for (``admit``) runs through the CLI's own entry
+    point in this process: the same option parsing, error handler, output and exit code as the child
+    process (the CLI gives in-process callers click's ``SystemExit``)."""
+    import contextlib
+    import gc
+    import io
+
+    from gpustack_render.cli import main
+    from gpustack_render.errors import PROG
+    out, err = io.StringIO(), io.StringIO()
+    collecting = gc.isenabled()  # the CLI's run turns the cyclic collector off for its process
+    code: int = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main.main(args=args, prog_name=PROG, standalone_mode=True)
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    finally:
+        if collecting:
+            gc.enable()
+    return code, out.getvalue(), err.getvalue()
 
 
 @dataclass
@@ -391,12 +509,18 @@ class OutputError(Exception):
     """stdout is not what the command contract promises."""
 
 
-def parse_stdout(command: str, stdout: str) -> list[Any]:
-    """The objects (render/catalog) or entries (node-patches) printed with ``--format json``."""
+def parse_stdout(command: str, stdout: str, chain: str = "rendered") -> Any:
+    """The objects (render/catalog) or entries (node-patches) printed with ``--format json``; for
+    ``admit`` the one document of admission.md §9 for ``chain``, checked for its shape."""
     try:
         data = json.loads(stdout)
     except json.JSONDecodeError as err:
         raise OutputError(f"stdout is not JSON: {err}") from err
+    if command == ADMIT:
+        try:
+            return admission.check_output(data, chain)
+        except admission.ShapeError as err:
+            raise OutputError(str(err)) from err
     if command in LIST_COMMANDS:
         if not isinstance(data, dict):
             raise OutputError(f"stdout is not a List object but a {type(data).__name__}")
@@ -419,7 +543,7 @@ def parse_stdout(command: str, stdout: str) -> list[Any]:
     return data
 
 
-def load_expected(case: Case) -> list[Any]:
+def load_expected(case: Case) -> Any:
     path = case.expected_path
     if not path.exists():
         raise CaseDefinitionError(f"{path}: missing (write it by hand or run `gpustack-render test --update`)")
@@ -427,6 +551,8 @@ def load_expected(case: Case) -> list[Any]:
         docs = [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) if d is not None]
     except yaml.YAMLError as err:
         raise CaseDefinitionError(f"{path}: invalid YAML: {err}") from err
+    if case.command == ADMIT:
+        return _admit_golden(case, docs)
     if case.command in LIST_COMMANDS:
         for i, doc in enumerate(docs):
             if not isinstance(doc, dict):
@@ -439,6 +565,19 @@ def load_expected(case: Case) -> list[Any]:
     return _only_selected(case, docs[0])
 
 
+def _admit_golden(case: Case, docs: list[Any]) -> Any:
+    """An admit golden: one document (admission.md §9's, with only what the case is about), or none
+    for a case that expects exit 2."""
+    if case.expect_exit_code not in case.output_exit_codes:
+        return docs
+    if len(docs) != 1:
+        raise CaseDefinitionError(f"{case.expected_path}: an admit golden is one document, not {len(docs)}")
+    try:
+        return admission.check_golden(docs[0], case.chain, str(case.expected_path))
+    except admission.ShapeError as err:
+        raise CaseDefinitionError(str(err)) from err
+
+
 def _only_selected(case: Case, items: list[Any]) -> list[Any]:
     """A golden holding an object its ``expect:`` does not select could never be compared: an error."""
     for pos, item in enumerate(items):
@@ -448,8 +587,11 @@ def _only_selected(case: Case, items: list[Any]) -> list[Any]:
     return items
 
 
-def select(case: Case, actual: list[Any]) -> list[Any]:
-    """The output items the case is about (all of them without ``expect:``), in output order."""
+def select(case: Case, actual: Any) -> Any:
+    """The output items the case is about (all of them without ``expect:``), in output order; an
+    admit document whole."""
+    if case.command == ADMIT:
+        return actual
     return [item for item in actual if case.expect.selects(case.command, item)]
 
 
@@ -465,7 +607,7 @@ def _header(case: Case, cwd: Path, default_rules: Path | None = None, writer: st
     ]
     if not case.expect.everything:
         lines.append(f"# Only the selected objects are compared ({case.expect.describe()}); others are ignored.")
-    if case.expect_exit_code != 0:
+    if case.expect_exit_code not in case.output_exit_codes:
         lines.append(f"# The case expects exit code {case.expect_exit_code}: nothing on stdout.")
     return "\n".join(lines) + "\n"
 
@@ -478,7 +620,7 @@ def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path 
                   writer: str = TEST_UPDATE_WRITER) -> str:
     """The golden text for ``actual`` (only the selected items), headed by :func:`_header`."""
     text = _header(case, cwd, default_rules, writer)
-    if case.expect_exit_code != 0:
+    if case.expect_exit_code not in case.output_exit_codes:
         return text
     chosen = select(case, actual)
     if case.command in LIST_COMMANDS:
@@ -500,140 +642,13 @@ def write_golden(case: Case, text: str) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------------------------
-# Semantic comparison
-# ------------------------------------------------------------------------------------------------
-
-
-def identity(obj: Any) -> tuple[str, str, str, str] | None:
-    """(apiVersion group, kind, namespace, name); None when the object lacks one of them."""
-    if not isinstance(obj, dict):
-        return None
-    api, kind, meta = obj.get("apiVersion"), obj.get("kind"), obj.get("metadata")
-    if not isinstance(api, str) or not isinstance(kind, str) or not isinstance(meta, dict):
-        return None
-    name, namespace = meta.get("name"), meta.get("namespace", "")
-    if not isinstance(name, str) or not isinstance(namespace, str):
-        return None
-    return k8s.identity(obj)
-
-
-def describe(key: tuple[str, str, str, str]) -> str:
-    group, kind, namespace, name = key
-    where = f"{namespace}/{name}" if namespace else name
-    return f"{kind}/{where} ({group or 'core'})"
-
-
-def _type_name(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
-            dict: "map", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    if len(text) > 200:
-        text = text[:197] + "..."
-    return text
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Type-strict equality (``True != 1``, ``1 != 1.0``, ``"1" != 1``)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return bool(a == b)
-
-
-def _join(path: str, key: Any) -> str:
-    return k8s.join_field(path, key, "json")
-
-
-def diff_values(expected: Any, actual: Any, path: str = "") -> list[str]:
-    """Field-by-field differences, one line each, paths like ``spec.labels["a/b"]``."""
-    where = path or "(root)"
-    if _same(expected, actual):
-        return []
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        lines: list[str] = []
-        for key in expected:
-            sub = _join(path, key)
-            if key not in actual:
-                lines.append(f"{sub}: missing (expected {_show(expected[key])})")
-            else:
-                lines += diff_values(expected[key], actual[key], sub)
-        for key in actual:
-            if key not in expected:
-                lines.append(f"{_join(path, key)}: unexpected (got {_show(actual[key])})")
-        return lines
-    if isinstance(expected, list) and isinstance(actual, list):
-        lines = []
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            lines += diff_values(e, a, _join(path, i))
-        for i in range(len(actual), len(expected)):
-            lines.append(f"{_join(path, i)}: missing (expected {_show(expected[i])})")
-        for i in range(len(expected), len(actual)):
-            lines.append(f"{_join(path, i)}: unexpected (got {_show(actual[i])})")
-        return lines
-    if type(expected) is not type(actual):
-        return [f"{where}: expected {_type_name(expected)} {_show(expected)}, got {_type_name(actual)} {_show(actual)}"]
-    return [f"{where}: expected {_show(expected)}, got {_show(actual)}"]
-
-
-def _index(items: Iterable[Any], key_of: Callable[[Any], Any], side: str, problems: list[str]) -> dict[Any, Any]:
-    out: dict[Any, Any] = {}
-    for pos, item in enumerate(items):
-        key = key_of(item)
-        if key is None:
-            problems.append(f"{side} item {pos + 1} has no identity: {_show(item)}")
-        elif key in out:
-            if not _same(out[key], item):
-                problems.append(f"{side}: two different items with identity {key!r}")
-            else:
-                problems.append(f"{side}: item with identity {key!r} appears twice")
-        else:
-            out[key] = item
-    return out
-
-
-def _compare_keyed(expected: list[Any], actual: list[Any], key_of: Callable[[Any], Any],
-                   show_key: Callable[[Any], str]) -> list[str]:
-    problems: list[str] = []
-    want = _index(expected, key_of, "expected.yaml", problems)
-    got = _index(actual, key_of, "output", problems)
-    for key in sorted(k for k in want if k not in got):
-        problems.append(f"missing: {show_key(key)}")
-    for key in sorted(k for k in got if k not in want):
-        problems.append(f"extra:   {show_key(key)}")
-    for key in sorted(k for k in want if k in got):
-        lines = diff_values(want[key], got[key])
-        if lines:
-            problems.append(f"changed: {show_key(key)}\n" + "\n".join(f"    {line}" for line in lines))
-    return problems
-
-
-def compare_objects(expected: list[Any], actual: list[Any]) -> list[str]:
-    """Semantic comparison of two object lists; an empty result means equal."""
-    return _compare_keyed(expected, actual, identity, describe)
-
-
-def _patch_key(entry: Any) -> tuple[str, str] | None:
-    if not isinstance(entry, dict):
-        return None
-    node, sub = entry.get("node"), entry.get("subresource")
-    if not isinstance(node, str) or not isinstance(sub, str):
-        return None
-    return node, sub
-
-
-def compare_patches(expected: list[Any], actual: list[Any]) -> list[str]:
-    return _compare_keyed(expected, actual, _patch_key, lambda k: f"node {k[0]} subresource {json.dumps(k[1])}")
-
-
-def compare(command: str, expected: list[Any], actual: list[Any]) -> list[str]:
-    return compare_objects(expected, actual) if command in LIST_COMMANDS else compare_patches(expected, actual)
+def compare(case: Case, expected: Any, actual: Any) -> list[str]:
+    """The golden against the (selected) output, as the case's command prints it; empty: equal."""
+    if case.command == ADMIT:
+        return admission.compare(expected, actual, case.chain)
+    if case.command in LIST_COMMANDS:
+        return compare_objects(expected, actual)
+    return compare_patches(expected, actual)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -687,15 +702,15 @@ def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker | 
         if needle not in run.stderr:
             fail(f"stderr lacks expected text {needle!r}")
 
-    actual: list[Any] | None = None
-    if case.expect_exit_code != 0:
+    actual: Any = None
+    if case.expect_exit_code not in case.output_exit_codes:
         if run.stdout.strip():
             fail(f"stdout must be empty for an expected exit code {case.expect_exit_code}, "
                  f"got {len(run.stdout)} characters")
         actual = []
-    elif run.exit_code == 0:
+    elif run.exit_code in case.output_exit_codes:
         try:
-            actual = parse_stdout(case.command, run.stdout)
+            actual = parse_stdout(case.command, run.stdout, case.chain)
         except OutputError as err:
             fail(str(err))
 
@@ -707,13 +722,13 @@ def run_case(case: Case, cwd: Path, *, update: bool = False, invoker: Invoker | 
     except CaseDefinitionError as err:
         fail(str(err))
         return outcome
-    if case.expect_exit_code != 0:
+    if case.expect_exit_code not in case.output_exit_codes:
         if expected:
             fail(f"{case.expected_path}: must hold no documents for an expected exit code "
                  f"{case.expect_exit_code}")
         return outcome
     if actual is not None:
-        outcome.failures += compare(case.command, expected, select(case, actual))
+        outcome.failures += compare(case, expected, select(case, actual))
     return outcome
 
 

@@ -75,12 +75,12 @@ def main() -> None:
 
 def _register() -> None:
     """Each command lives in its own module under ``gpustack_render.cli``."""
-    from gpustack_render.cli import (diff_cmd, explain_cmd, graph_cmd, lint_cmd, pin_cmd, render_cmd, schema_cmd,
-                                     snapshot_cmd, summary_cmd, test_cmd, validate_cmd)
+    from gpustack_render.cli import (admit_cmd, diff_cmd, explain_cmd, graph_cmd, lint_cmd, pin_cmd, render_cmd,
+                                     schema_cmd, snapshot_cmd, summary_cmd, test_cmd, validate_cmd)
     for command in render_cmd.COMMANDS:
         main.add_command(command)
     for module in (diff_cmd, validate_cmd, snapshot_cmd, lint_cmd, explain_cmd, test_cmd, schema_cmd, pin_cmd,
-                   graph_cmd, summary_cmd):
+                   graph_cmd, summary_cmd, admit_cmd):
         main.add_command(module.command)
     for command in (main, *main.commands.values()):
         add_global_options(command)

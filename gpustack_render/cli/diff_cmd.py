@@ -32,9 +32,12 @@ if TYPE_CHECKING:  # imported lazily at run time: `--help` stays fast
 @click.option("--guard-removals", is_flag=True,
               help="Fail (exit 2, nothing on stdout) when any kind would lose more than half of its owned "
                    "objects (what the warning says); with --max-removals, both apply.")
+@click.option("--admission", is_flag=True,
+              help="markdown: add the admission preview (admit --chain compare: the snapshot's Workloads whose "
+                   "outcome changes, per-queue usage before -> after).")
 def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
             against: Path | None, fmt: str, include_node_patches: bool, max_removals: int | None,
-            guard_removals: bool) -> None:
+            guard_removals: bool, admission: bool) -> None:
     """Compare the render with the current objects: added, changed and removed (owned objects only).
 
     Server-owned fields (status, managedFields, resourceVersion, ...) and Kueue defaults the render
@@ -50,6 +53,8 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         from gpustack_render.snapshot.manifests import is_stdin
         if is_stdin(against) and "-" in snapshot:
             raise UserError.single("SNAPSHOT and --against cannot both be '-': standard input can be read once")
+        if admission and fmt != "markdown":
+            raise UserError.single("--admission adds a section to the markdown report: use it with --format markdown")
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
         policy = diff.DiffPolicy(ctx.rules.diff)
         from gpustack_render import pipeline
@@ -71,6 +76,10 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         if fmt == "markdown" and changes:
             extras.pools = _pools(ctx, desired, current, policy)
             extras.diagram = lambda pools: _diagram(ctx, desired, pools)
+        if fmt == "markdown" and admission:
+            from gpustack_render.admit.output import markdown
+            doc = pipeline.admit_preview(ctx, (), "compare", {}, templates_dir).doc
+            extras.admission = lambda budget: markdown(doc, limit=budget, heading="#### Admission preview")
         write_stdout(report(changes, fmt, extras))
         return EXIT_NEGATIVE if changes else EXIT_OK
 

@@ -21,9 +21,11 @@ def command(target: str, snapshot: tuple[str, ...], sets: tuple[str, ...], rules
 
     TARGET comes first (SNAPSHOT takes any number of paths): KIND/NAME for ResourceFlavor,
     ClusterQueue, InstanceType, NodeFeature, Topology or AdmissionCheck; LocalQueue/NAMESPACE/NAME;
-    or node/NAME for a Node's gKey/aKey derivation, managed state, flavors and capacity keys.
+    or node/NAME for a Node's gKey/aKey derivation, managed state, flavors and capacity keys;
+    or workload/NAMESPACE/NAME for a snapshot Workload's admission under the rendered chain (every
+    flavor tried, and the Nodes that could or could not hold its Pods).
     Kinds are case-insensitive and take kubectl's plural and short names: rf (flavor), cq,
-    lq (queue), topo, ac, no (nodes). Example:
+    lq (queue), topo, ac, no (nodes), wl (workloads). Example:
 
     \b
       gpustack-render explain ClusterQueue/gpustack--nvidia-tesla-t4-linux-amd64 fixtures/demo
@@ -36,7 +38,8 @@ def command(target: str, snapshot: tuple[str, ...], sets: tuple[str, ...], rules
         from gpustack_render.yamlio import dump_json
         parse_target(target)  # a malformed target fails before the snapshot is read
         ctx = state["ctx"] = prepare(snapshot, sets, rules_dir)
-        report = explain(ctx, target, pipeline.setting_sources(ctx, sets), templates_dir)
+        report = explain(ctx, target, pipeline.setting_sources(ctx, sets), templates_dir,
+                         lambda: pipeline.admit_preview(ctx, (), "rendered", {}, templates_dir).runs["rendered"])
         write_stdout(dump_json(report.as_json()) if fmt == "json" else format_text(report))
 
     command_body(action)

@@ -26,11 +26,14 @@ def command(paths: tuple[Path, ...], update: bool, rules_dir: Path | None, fmt: 
     """Run rule test cases and compare each output with its golden, semantically.
 
     A PATH holding case.yaml is one case; any other directory holds one case per sub-folder
-    (default: fixtures/cases). case.yaml: description, command (render | catalog | node-patches),
-    snapshot (paths relative to the case), set, rules (a rules directory relative to the case),
+    (default: fixtures/cases). case.yaml: description, command (render | catalog | node-patches |
+    admit), snapshot (paths relative to the case), set, rules (a rules directory relative to the case),
     expectExitCode, expectStderr, expect ({kinds: [...], names: [globs]}: only those objects are
-    compared, others are ignored). expected.yaml: the expected objects (render, catalog) or patch
-    entries (node-patches), only the selected ones with expect. Paths in case files are relative to
+    compared, others are ignored); for admit also chain (rendered | live | compare), workloads
+    (paths) and reserve (RESOURCE=QTY). expected.yaml: the expected objects (render, catalog), patch
+    entries (node-patches), only the selected ones with expect; for admit one document of its
+    --format json output: workloads (matched by namespace and name), queues when given, and for
+    compare changed. Paths in case files are relative to
     the case folder; commands run from the current directory.
 
     Rules: a case's own `rules:` wins; the other cases run against --rules DIR when given, else

@@ -24,6 +24,7 @@ MARKDOWN_BUDGET = 60_000
 MARKDOWN_TABLE_BUDGET = 30_000
 MARKDOWN_POOL_BUDGET = 10_000
 MARKDOWN_DIAGRAM_BUDGET = 12_000
+MARKDOWN_ADMISSION_BUDGET = 5_000  # ``--admission``: the admit compare view (the diffs give way to it)
 MARKDOWN_FIELDS_SHOWN = 6
 HEADING = "### gpustack-render diff"
 
@@ -48,6 +49,7 @@ class ReportExtras:
     pools: PoolComparison | None = None
     diagram: Callable[[Sequence[str]], str] | None = None  # pool names → their Mermaid source
     warnings: list[str] = field(default_factory=list)
+    admission: Callable[[int], str] | None = None  # ``--admission``: its markdown section within a budget
 
 
 def text_report(changes: Sequence[Change]) -> str:
@@ -170,9 +172,10 @@ def _row(change: Change) -> str:
 
 def markdown_report(changes: Sequence[Change], extras: ReportExtras | None = None) -> str:
     """Ready to post as a pull-request comment; cut (with a note) to stay under the size limit."""
-    if not changes:
-        return f"{HEADING}\n\nNo differences.\n"
     extras = extras or ReportExtras()
+    if not changes:
+        tail = extras.admission(MARKDOWN_ADMISSION_BUDGET) if extras.admission is not None else ""
+        return f"{HEADING}\n\nNo differences.\n" + ("\n" + tail if tail else "")
     out = [f"{HEADING}\n\n**{summarise(changes).text()}**\n\n"]
     if extras.warnings:
         out.append("> " + "\n>\n> ".join(f"**Warning:** {_cell(w)}" for w in extras.warnings) + "\n\n")
@@ -183,6 +186,8 @@ def markdown_report(changes: Sequence[Change], extras: ReportExtras | None = Non
         changed = extras.pools.changed_desired()
         if extras.diagram is not None and changed:
             out.append(_diagram_section(changed, extras.diagram))
+    if extras.admission is not None:
+        out.append(extras.admission(MARKDOWN_ADMISSION_BUDGET) + "\n")
     table = ["#### Objects\n\n", "| Kind | Name | Change | Changed fields |\n", "| --- | --- | --- | --- |\n"]
     out += table
     table_size = sum(map(len, table))

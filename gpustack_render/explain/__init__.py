@@ -9,7 +9,8 @@ the rules' origins; they evaluate nothing again. (The capacity keys of a Node ar
 ``CapacityEvaluator`` ``node-patches`` uses.)
 
 Targets: ``KIND/NAME`` for ResourceFlavor, ClusterQueue, InstanceType, NodeFeature, Topology,
-AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``. Kinds are case-insensitive and take
+AdmissionCheck; ``LocalQueue/NAMESPACE/NAME``; ``node/NAME``; ``workload/NAMESPACE/NAME`` (a
+snapshot Workload's admission under the rendered chain, from the ``admit`` run). Kinds are case-insensitive and take
 kubectl's plural and short names (:data:`ALIASES`).
 """
 
@@ -25,7 +26,8 @@ from gpustack_render.explain.base import Context, Explainer, Report
 from gpustack_render.explain.text import format_text
 
 KINDS = ("ResourceFlavor", "ClusterQueue", "InstanceType", "LocalQueue", "NodeFeature", "Topology",
-         "AdmissionCheck", "node")
+         "AdmissionCheck", "node", "workload")
+NAMESPACED = ("LocalQueue", "workload")
 # What kubectl accepts for each kind besides its name: the singular and plural resource names and
 # the CRDs' own spec.names.shortNames (Kueue v0.19: rf/flavor/flavors, cq, lq/queue/queues, topo,
 # ac; kubectl's built-in `no` for nodes). NodeFeature and InstanceType declare no short name. Tool
@@ -39,6 +41,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "Topology": ("topologies", "topo"),
     "AdmissionCheck": ("admissionchecks", "ac"),
     "node": ("nodes", "no"),
+    "workload": ("workloads", "wl"),
 }
 _BY_LOWER = {alias: kind for kind in KINDS for alias in (kind.lower(), *ALIASES[kind])}
 
@@ -126,11 +129,11 @@ def parse_target(target: str) -> tuple[str, str, str]:
         raise UserError([Problem(f"target {target!r}: unknown kind {kind_text!r}", hint=_kind_hint(kind_text))])
     if not sep or not rest:
         raise UserError([Problem(f"target {target!r}: expected {kind}/NAME"
-                                 + (" (LocalQueue/NAMESPACE/NAME)" if kind == "LocalQueue" else ""))])
-    if kind == "LocalQueue":
+                                 + (f" ({kind}/NAMESPACE/NAME)" if kind in NAMESPACED else ""))])
+    if kind in NAMESPACED:
         namespace, sep, name = rest.partition("/")
         if not sep or not namespace or not name:
-            raise UserError([Problem(f"target {target!r}: expected LocalQueue/NAMESPACE/NAME")])
+            raise UserError([Problem(f"target {target!r}: expected {kind}/NAMESPACE/NAME")])
         return kind, namespace, name
     if "/" in rest:
         raise UserError([Problem(f"target {target!r}: expected {kind}/NAME (a name has no '/')")])
@@ -138,10 +141,14 @@ def parse_target(target: str) -> tuple[str, str, str]:
 
 
 def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, str]],
-            templates_dir: Path | None = None) -> Report:
+            templates_dir: Path | None = None, admission: Callable[[], Any] | None = None) -> Report:
+    """``admission``: the admit run over the rendered chain (``workload/NS/NAME`` asks for it)."""
     from gpustack_render.explain import node as node_mod
     from gpustack_render.explain import objects
     kind, namespace, name = parse_target(target)
+    if kind == "workload":
+        assert admission is not None
+        return _explain_workload(admission(), target, namespace, name, ctx.rules)
     x = Explainer(ctx, setting_sources, templates_dir)
     plan = x.plan
     if kind == "node":
@@ -172,6 +179,17 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
                 "NodeFeature": node_mod.explain_node_feature, "Topology": objects.explain_topology,
                 "AdmissionCheck": objects.explain_admission_check}
     return builders[kind](x, found)
+
+
+def _explain_workload(result: Any, target: str, namespace: str, name: str, rules: Any) -> Report:
+    from gpustack_render.explain.workload import explain_workload
+    entries = {e.workload.ref: e for e in result.entries}
+    entry = entries.get(f"{namespace}/{name}")
+    if entry is None:
+        _not_found(target, "Workload", f"{namespace}/{name}", entries,
+                   "not in the snapshot (or Finished, or in a ClusterQueue of a cohort)")
+    assert entry is not None
+    return explain_workload(result, entry, rules)
 
 
 def _not_found(target: str, kind: str, name: str, known: Iterable[str], why: str) -> None:

@@ -13,7 +13,7 @@ def format_text(report: Report) -> str:
         out.append(f"  from the snapshot: {report.source_file}")
     if report.template:
         out.append(f"  rendered through the {report.template}")
-    elif not report.rendered and report.kind != "Node":
+    elif not report.rendered and report.kind not in ("Node", "Workload"):
         out.append("  not rendered")
     if report.fields:
         out += ["", "Fields"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
-from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.rules import Rules
+from gpustack_render.snapshot import workload_model
 
 INT32_MAX = 2147483647  # Kubernetes int32: U and N are clamped to 0…INT32_MAX
 
@@ -89,29 +89,14 @@ class Container:
 
 
 def merge_resources(container: Mapping[str, Any], loc: Loc, report: Report) -> Container:
-    """Parse ``resources.limits`` and ``resources.requests`` (every quantity, whatever its name)."""
-    merged: dict[str, Fraction] = {}
-    resources = container.get("resources")
-    if resources is None:
-        return Container(loc, merged)
-    if not isinstance(resources, dict):
-        report("expected a mapping", loc + ("resources",))
-        return Container(loc, merged)
-    for section in ("limits", "requests"):
-        values = resources.get(section)
-        if values is None:
-            continue
-        if not isinstance(values, dict):
-            report("expected a mapping", loc + ("resources", section))
-            continue
-        for name, raw in values.items():
-            try:
-                if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-                    raise QuantityError(f"{raw!r} is not a valid quantity")
-                merged[str(name)] = parse_quantity(raw)  # requests come second: they win
-            except QuantityError as err:
-                report(str(err), loc + ("resources", section, str(name)))
-    return Container(loc, merged)
+    """One container's requests (a limit standing for a missing request), typed by the Workload
+    model (snapshot/workload_model.py); a problem goes to ``report`` under ``loc``."""
+    try:
+        typed = workload_model.decode_container(container)
+    except workload_model.DecodeError as err:
+        report(err.message, loc + err.loc)
+        return Container(loc, {})
+    return Container(loc, typed.requests)
 
 
 def podset_demand(containers: Sequence[Container], classifier: ResourceClassifier) -> Demand:

@@ -70,7 +70,7 @@ def _load(rules_dir: Path) -> Rules:
     by_kind = resolved.by_kind
     unreadable = sum(p.message.startswith("invalid YAML") for p in problems)
     for kind in sorted(schema.OPTIONAL_KINDS - set(by_kind)):
-        by_kind[kind] = default_document(kind, rules_dir)
+        by_kind[kind] = _builtin_document(kind, rules_dir) or default_document(kind, rules_dir)
     if not unreadable:  # a file that did not parse may well be the "missing" kind
         why = "" if resolved.inherits else f" ({overlay.SWITCH_FILE} says inherit: false)"
         problems.extend(Problem(f"no rule file of kind {kind}{why}", file=str(rules_dir))
@@ -83,6 +83,18 @@ def _load(rules_dir: Path) -> Rules:
     if not problems and rules is not None:
         return rules
     raise rule_error(problems)
+
+
+def _builtin_document(kind: str, rules_dir: Path) -> Document | None:
+    """The built-in rule file of an optional ``kind`` a rules directory leaves out (a directory
+    copied before the kind existed gets the operator's defaults, not an empty model)."""
+    if rules_dir.resolve() == default_rules_dir().resolve():
+        return None
+    for doc in read_documents(default_rules_dir(), []):
+        if doc.kind == kind:
+            validate(doc, [])
+            return doc if doc.model is not None else None
+    return None
 
 
 def _substitute_builtin(rules_dir: Path, merged: dict[str, Document]) -> set[str]:

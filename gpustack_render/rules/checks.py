@@ -6,7 +6,9 @@ from typing import Iterable
 
 from gpustack_render.errors import did_you_mean
 from gpustack_render.rules import schema
+from gpustack_render.rules.admission import Entry
 from gpustack_render.rules.compiler import Compiler
+from gpustack_render.rules.model import CapacityFamilyRule
 from gpustack_render.rules.naming import FLAVOR_KINDS, POOL_KINDS, SPLITS, CompiledGrouping, CompiledNaming
 
 # The engine's pool identity (evaluate/chain.py) is the flavor's accelerated flag, general and
@@ -66,3 +68,12 @@ def check_pool_names(c: Compiler, naming: CompiledNaming, grouping: CompiledGrou
                 c.fail("Naming", ("pool", attr, kind_name), f"drops pool identity field(s) {', '.join(dropped)}",
                        "pools of different identities (Grouping pool." + attr + " and os, arch) would get the "
                        "same name: add " + ", ".join("{" + f + "}" for f in dropped))
+
+
+def check_admission_families(c: Compiler, entries: tuple[Entry, ...], families: tuple[CapacityFamilyRule, ...]) -> None:
+    """An Admission ``family`` entry must name a Capacity family."""
+    known = {family.name for family in families}
+    for entry in entries:
+        if entry.family is not None and entry.family not in known:
+            c.fail("Admission", ("transformations", entry.index, "family"), f"unknown capacity family '{entry.family}'",
+                   did_you_mean(entry.family, known) or f"Capacity families: {', '.join(sorted(known))}")

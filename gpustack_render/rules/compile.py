@@ -10,7 +10,7 @@ import os
 from typing import Any, Mapping, TypeVar
 
 from gpustack_render.errors import Problem
-from gpustack_render.rules import checks, kinds, meta, naming, schema
+from gpustack_render.rules import admission, checks, kinds, meta, naming, schema
 from gpustack_render.rules.compiler import Compiler, format_matcher
 from gpustack_render.rules.lifecycle import compile_lifecycle
 from gpustack_render.rules.model import FlavorKind, Rules
@@ -58,6 +58,7 @@ def _compile_kinds(c: Compiler, models: dict[str, Any]) -> dict[str, Any]:
         "Vocabulary": lambda model: meta.compile_vocabulary(c, model),
         "Diff": lambda model: meta.compile_diff(c, model),
         "Output": lambda model: meta.compile_output(c, model),
+        "Admission": lambda model: kinds.compile_admission(c, model, m),
     }
     return {kind: compilers[kind](model) for kind, model in models.items()}
 
@@ -65,6 +66,8 @@ def _compile_kinds(c: Compiler, models: dict[str, Any]) -> dict[str, Any]:
 def _cross_checks(c: Compiler, parts: dict[str, Any]) -> None:
     if "UnitResourcePresets" in parts and "Manufacturers" in parts:
         checks.check_preset_manufacturers(c, c.docs["UnitResourcePresets"].model, parts["Manufacturers"])
+    if "Admission" in parts and "Capacity" in parts:
+        checks.check_admission_families(c, parts["Admission"][1], parts["Capacity"].families)
     if "Naming" in parts and "Grouping" in parts:
         checks.check_flavor_names(c, parts["Naming"], parts["Grouping"])
         checks.check_pool_names(c, parts["Naming"], parts["Grouping"])
@@ -93,6 +96,7 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
     flavor_cpu, flavor_accel = _flavor(names, grouping, "cpu"), _flavor(names, grouping, "accelerated")
     lifecycle = parts["Lifecycle"]
     pin = capacity.pin_formats
+    strategy, entries = parts["Admission"]
     return Rules(
         setting_defaults=dict(settings.defaults),
         settings_source=(settings.source.namespace, settings.source.name),
@@ -124,4 +128,22 @@ def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rul
         setting_refs=c.setting_refs, profile_format=profile_format, profile_pattern=profile_pattern,
         local_queue_pattern=format_matcher(_req(names.local_queue), ".*", ".*")[1],
         generic_group=grouping.generic_group,
+        admission=admission.derive(strategy, entries, _admission_resources(parts, queues, capacity)),
     )
+
+
+def _admission_resources(parts: dict[str, Any], queues: kinds.CompiledQueues,
+                         capacity: kinds.CompiledCapacity) -> list[admission.Resources]:
+    """Each manufacturer's resources as the Manufacturers, Capacity and Queues rules spell them."""
+    out = []
+    pin = capacity.pin_formats
+    credits = _req(queues.quota_accelerated).resource
+    for manufacturer in sorted(parts["Manufacturers"].values(), key=lambda m: m.name):
+        values = {"base": manufacturer.resource_base}
+        inputs = {"resourceBase": manufacturer.resource_base, "slicedCard": _req(pin[0]).render(values),
+                  "slicedUnits": _req(pin[1]).render(values), "sharedCards": _req(pin[2]).render(values)}
+        families = {family.name: (family.pool.render(values), *(key.render(values) for key, _ in family.keys))
+                    for family in capacity.families}
+        out.append(admission.Resources(manufacturer.name, inputs, families,
+                                       credits.render({"manufacturer": manufacturer.name})))
+    return out

@@ -39,6 +39,8 @@ DESCRIPTIONS = {
     "Lifecycle": "Queue lifecycle: stop-policy rules in order (first match wins) and warnings.",
     "Diff": "What `diff` compares, owns (may call removed) and ignores: server-owned fields, Kueue defaults.",
     "Output": "Labels and annotations added to every rendered object of a kind; a key the template sets wins.",
+    "Admission": "How Kueue counts a Pod's requests against quota (resource transformations into credits, per "
+                 "manufacturer) and the quota-check strategy, for `admit`.",
 }
 
 

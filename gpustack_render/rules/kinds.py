@@ -13,6 +13,7 @@ import msgspec
 from gpustack_render.errors import did_you_mean
 from gpustack_render.k8s import QUALIFIED_KEY
 from gpustack_render.rules import schema
+from gpustack_render.rules.admission import Entry
 from gpustack_render.rules.compiler import Compiler, Loc
 from gpustack_render.rules.expressions import Arithmetic, CompiledCondition, NameFormat, always, check_replacement
 from gpustack_render.rules.model import (CAPACITY_VARIABLES, HOSTNAME_LEVEL, QUOTA_VARIABLES, AdmissionCheckRule,
@@ -276,3 +277,29 @@ def _workload_fit(c: Compiler, pin: schema.WorkloadFit) -> tuple[NameFormat | No
         elif (compiled := formats[i]) is not None and "base" not in compiled.placeholders:
             c.fail("Capacity", ("workloadFit", f), "must contain the placeholder {base}")
     return formats[0], formats[1], formats[2]
+
+
+def compile_admission(c: Compiler, admission: schema.AdmissionRules, m: int) -> tuple[str, tuple[Entry, ...]]:
+    """Admission: the quota-check strategy and the transformation entries (``credits`` evaluated
+    with M); each input named once, exactly one of ``input`` or ``family`` per entry."""
+    entries: list[Entry] = []
+    seen: dict[str, int] = {}
+    for i, rule in enumerate(admission.transformations):
+        loc: Loc = ("transformations", i)
+        if (rule.input is None) == (rule.family is None):
+            c.fail("Admission", loc, "needs exactly one of input or family")
+            continue
+        named = rule.input or f"family {rule.family}"
+        if named in seen:
+            c.fail("Admission", loc + ("input" if rule.input else "family",),
+                   f"{named} is already transformed by transformations[{seen[named]}]")
+            continue
+        seen[named] = i
+        credits = None
+        if rule.credits is not None:
+            expr = c.arithmetic("Admission", loc + ("credits",), rule.credits, {"M"}, {"M": (m,)})
+            if expr is None:
+                continue
+            credits = expr(M=m)
+        entries.append(Entry(i, rule.input, rule.family, rule.strategy, credits, rule.multiplyBy))
+    return admission.quotaCheckStrategy, tuple(entries)

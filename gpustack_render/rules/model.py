@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 import msgspec
 
+from gpustack_render.rules.admission import AdmissionRule
 from gpustack_render.rules.expressions import (Arithmetic, CompiledCondition, CompiledVerdict, NameFormat,
                                                compile_verdict)
 
@@ -377,6 +378,7 @@ class Rules(msgspec.Struct, frozen=True, eq=False):
     profile_pattern: re.Pattern[str]          # ... as a matcher (a Node's own profile label)
     local_queue_pattern: re.Pattern[str]      # Naming localQueue as a matcher (pin's queue test)
     generic_group: str  # Grouping pool.whenUnaware.generalGroup: the pool not split per CPU key
+    admission: AdmissionRule  # rules/admission.yaml derived per manufacturer (admit: quota usage)
 
     def is_aware(self, settings: Mapping[str, bool]) -> bool:
         """Grouping ``aware``: whether pools are split per CPU key under these settings."""

@@ -369,6 +369,35 @@ class CapacityRules(Envelope):
     workloadFit: WorkloadFit
 
 
+# --- admission (Kueue's Configuration resources: transformations and the quota-check strategy) ------
+
+class CreditTransformation(Strict):
+    """One of Kueue's resource transformations, for every manufacturer: the input resource is named
+    by the rules that already spell it (``resourceBase``: Manufacturers; ``slicedCard``,
+    ``slicedUnits``, ``sharedCards``: Capacity workloadFit), or ``family``: every resource of that
+    Capacity family (its pool and keys) no other entry names. The output is the manufacturer's
+    credits resource (Queues quota.accelerated.resource), ``credits`` per unit of the input
+    (a sandboxed expression over M; absent: the input counts as nothing)."""
+    input: Literal["resourceBase", "slicedCard", "slicedUnits", "sharedCards"] | None = None
+    family: NonEmpty | None = None
+    strategy: Literal["Retain", "Replace"] = "Retain"  # Kueue's default: the input is kept besides the outputs
+    credits: NonEmpty | None = None
+    multiplyBy: Literal["resourceBase", "slicedCard", "slicedUnits", "sharedCards"] | None = None
+
+
+class AdmissionRules(Envelope):
+    """How Kueue counts a Pod's requests against quota, as the operator configures it (Kueue's
+    Configuration ``resources.transformations``), and its quota-check strategy: with
+    ``IgnoreUndeclared`` a resource the ClusterQueue does not cover is not checked; with ``Strict``
+    (Kueue's default, ``BlockUndeclared`` in Kueue's Configuration) a non-zero request of one makes
+    the Workload inadmissible."""
+    kind: Literal["Admission"]
+    # Kueue's Configuration resources.quotaCheckStrategy; Strict is admission.md's name for Kueue's
+    # BlockUndeclared (its default), and either is accepted.
+    quotaCheckStrategy: Literal["IgnoreUndeclared", "BlockUndeclared", "Strict"]
+    transformations: list[CreditTransformation] = []
+
+
 class LifecycleMarkers(Strict):
     emptyPlanHold: NonEmpty
     savedStopPolicy: NonEmpty
@@ -508,11 +537,11 @@ RULE_KINDS: dict[str, type[Envelope]] = {
     model.model_fields["kind"].annotation.__args__[0]: model  # type: ignore[union-attr]
     for model in (SettingsRules, ManufacturersRules, NamingRules, GroupingRules, NormalisationRules,
                   PresetRules, NamespaceRules, TopologyRules, QueueRules, CapacityRules,
-                  LifecycleRules, DiffRules, OutputRules, VocabularyRules)
+                  LifecycleRules, DiffRules, OutputRules, VocabularyRules, AdmissionRules)
 }
 # Kinds a rules directory may leave out: their file's defaults apply (rules directories copied
 # before the kind existed keep working).
-OPTIONAL_KINDS: frozenset[str] = frozenset({"Output"})
+OPTIONAL_KINDS: frozenset[str] = frozenset({"Output", "Admission"})
 
 
 class DirectoryRules(Envelope):

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from gpustack_render.snapshot import fastjson, fastyaml, inputs
+from gpustack_render.snapshot.workload_model import DEFAULT_NAMESPACE, GROUP as WORKLOAD_GROUP, KIND as WORKLOAD_KIND
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity, is_list_kind
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
@@ -56,6 +57,10 @@ class Snapshot:
     # warning, because a mistyped path must not look like an empty cluster.
     unused_files: list[str] = field(default_factory=list)
     node_objects: int = 0  # every Node read, those being deleted included
+    # Kueue Workloads as read, (namespace, name) → (file, the object as plain data or its JSON text):
+    # typed on demand only (snapshot/workloads.py), so ``render`` never pays for them nor fails on one.
+    workloads: dict[tuple[str, str], tuple[str, dict[str, Any] | fastjson.Kept]] = field(default_factory=dict)
+    workload_problems: list[Problem] = field(default_factory=list)  # (two differing copies): raised when typed
 
 
 @dataclass
@@ -210,7 +215,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         kept, data = (data if path is None else None), b""  # the bytes of one file at a time (see _File)
         if items is not None:
             for index, item in enumerate(items):
-                if not isinstance(item, fastjson.TYPED):
+                if not isinstance(item, fastjson.TYPED) and type(item) is not fastjson.Kept:
                     items[index] = [_Source(obj, display) for obj in flatten_lists(item, display, problems)]
             out.append(_File(display, path, items, kept))
             continue
@@ -375,6 +380,9 @@ class _Placing:
                     self.source(source)
                 continue
             self.used.add(file.name)
+            if type(entry) is fastjson.Kept:
+                self.workload(file, index, entry)
+                continue
             kind = fastjson.KINDS[type(entry)]
             api = entry.apiVersion
             group = groups.get(api)
@@ -386,6 +394,17 @@ class _Placing:
             else:  # (_first_seen's common case, without its call)
                 seen[ident] = (file, index)
                 _place_bulk(snap, kind, entry, file.name)
+
+    def workload(self, file: _File, index: int, kept: fastjson.Kept) -> None:
+        """A Workload kept as its text (:class:`fastjson.Kept`): its identity, its place."""
+        self._workload(kept.namespace, kept.name, (file, index), (file.name, kept))
+
+    def _workload(self, namespace: str, name: str, seen: _Seen, kept: tuple[str, dict[str, Any] | fastjson.Kept]) -> None:
+        """A Workload's place; its namespace defaulted first, so that a copy without one and a copy in
+        ``default`` are one Workload (two that differ are a problem when typed)."""
+        namespace = namespace or DEFAULT_NAMESPACE
+        if _first_seen(self.seen, (WORKLOAD_GROUP, WORKLOAD_KIND, namespace, name), seen, self.snap.workload_problems):
+            self.snap.workloads[(namespace, name)] = kept
 
     def source(self, source: _Source) -> None:
         """An object read as plain data: its identity, its model (pydantic words its problems), its place."""
@@ -400,6 +419,9 @@ class _Placing:
             if (group, kind) in RAW_ONLY_KINDS:
                 self.used.add(source.file)
                 _keep_raw(self.snap, ident, source, self.seen, problems)
+            elif group == WORKLOAD_GROUP and kind == WORKLOAD_KIND:
+                self.used.add(source.file)
+                self._workload(namespace, name, source, (source.file, source.obj))
             return
         is_settings = kind in ("Secret", "ConfigMap")
         if is_settings and (namespace, name) != self.settings_source:

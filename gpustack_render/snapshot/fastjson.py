@@ -3,8 +3,9 @@
 A 10,000-Node ``kubectl get -o json`` List is ~65 MB. ``json.loads`` builds a dict for every
 object only for msgspec to convert it again; here the file is decoded from its bytes (mapped, not
 copied: :func:`map_file`), the Nodes, Devices and Namespaces straight into their typed structs
-(``inputs.FAST_MODELS``, tagged by ``kind``). Every other item is handed back as the dict
-``json.loads`` would give (:func:`plain`), for the unchanged slow path.
+(``inputs.FAST_MODELS``, tagged by ``kind``); a Kueue Workload as its JSON text (:class:`Kept`,
+typed only when asked for). Every other item is handed back as the dict ``json.loads`` would give
+(:func:`plain`), for the unchanged slow path.
 
 Two ways, one result. A List of bulk kinds only (``kubectl get nodes,devices -o json``, the bench
 snapshots) is decoded in one call: its items typed as a union of the three structs. Any other
@@ -33,7 +34,7 @@ from typing import Any, Callable, Union, cast
 import msgspec
 
 from gpustack_render.k8s import is_list_kind
-from gpustack_render.snapshot import inputs
+from gpustack_render.snapshot import inputs, workload_model
 
 # A document opening after JSON's insignificant whitespace (RFC 8259), which both json.loads and
 # msgspec skip (a match at the start: the file is never copied).
@@ -58,6 +59,28 @@ KINDS: dict[type, str] = {struct: struct.__struct_config__.tag for struct in TYP
 _Bulk: Any = Union[TYPED]  # type: ignore[valid-type]  # (the tag picks the struct)
 
 _NO_ITEMS = msgspec.Raw(b"")
+
+
+class Kept(msgspec.Struct, frozen=True, gc=False):
+    """A Kueue Workload kept as its JSON text: only ``admit`` and ``explain`` type it
+    (snapshot/workloads.py), so a ``render`` builds no objects for 50,000 of them."""
+
+    text: bytes
+    apiVersion: str
+    name: str
+    namespace: str
+
+
+class _PeekMeta(msgspec.Struct):
+    name: Any = None
+    namespace: Any = None
+
+
+class _WorkloadPeek(msgspec.Struct, tag=workload_model.KIND, tag_field="kind"):
+    """What placing a Workload reads (its identity); every other field is skipped unbuilt."""
+
+    apiVersion: Any = None
+    metadata: _PeekMeta = msgspec.field(default_factory=_PeekMeta)
 
 
 class _Top(msgspec.Struct):
@@ -91,6 +114,8 @@ _BULK_LIST = msgspec.json.Decoder(_BulkList)
 _BULK_ITEMS = msgspec.json.Decoder(list[_Bulk])
 _BULK = msgspec.json.Decoder(_Bulk)
 _ANY = msgspec.json.Decoder()
+_PEEK = msgspec.json.Decoder(_WorkloadPeek)
+_WORKLOAD_TAG = f"'{workload_model.KIND}'"  # in the union's refusal of a Workload ("Invalid value 'Workload'")
 
 # The ``kind`` values near a file's end (see the module docstring: only to choose the way to read).
 _KIND_VALUE = re.compile(rb'"kind"[ \t\r\n]*:[ \t\r\n]*"([^"\\]*)"')
@@ -259,15 +284,37 @@ def _item(raw: msgspec.Raw | Buffer, fast_models: FastModels) -> Any:
     one struct ``fast_models`` gives for it would."""
     try:
         typed = _BULK.decode(raw)
-    except msgspec.ValidationError:  # another kind, not a mapping, or refused by its struct
-        return plain(raw)
+    except msgspec.ValidationError as err:  # another kind, not a mapping, or refused by its struct
+        # The union names the kind it refused: only a Workload is peeked (no second pass over the
+        # other kinds, 10,000 NodeFeatures among them; a message worded otherwise only costs speed).
+        kept = None
+        if _WORKLOAD_TAG in str(err) and fast_models(workload_model.GROUP, workload_model.KIND) is Kept:
+            kept = _kept(raw)
+        return kept if kept is not None else plain(raw)
     api = typed.apiVersion
     if type(api) is str and _is_typed(type(typed), api, fast_models):
         return typed
     return plain(raw)
 
 
+def _kept(raw: msgspec.Raw | Buffer) -> Kept | None:
+    """A Kueue Workload with a usable identity as its text; ``None`` for anything else (read as
+    plain data: an identity problem is worded by the slow path, as before)."""
+    try:
+        peek = _PEEK.decode(raw)
+    except msgspec.ValidationError:
+        return None
+    api, name, namespace = peek.apiVersion, peek.metadata.name, peek.metadata.namespace
+    if type(api) is not str or api.rpartition("/")[0] != workload_model.GROUP or type(name) is not str or not name:
+        return None
+    if namespace is not None and type(namespace) is not str:
+        return None
+    return Kept(bytes(raw), api, name, namespace or "")
+
+
 def fast_models_for(models: dict[tuple[str, str], type[inputs.Model]]) -> FastModels:
     """``(group, kind)`` → the fast struct of a bulk kind among ``models``."""
-    table = {key: inputs.FAST_MODELS[model] for key, model in models.items() if model in inputs.FAST_MODELS}
+    table: dict[tuple[str, str], type] = {
+        key: inputs.FAST_MODELS[model] for key, model in models.items() if model in inputs.FAST_MODELS}
+    table[(workload_model.GROUP, workload_model.KIND)] = Kept  # kept as text (see Kept)
     return lambda group, kind: table.get((group, kind))

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Annotated, Any
 
 import msgspec
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpustack_render.k8s import QuantityError, parse_quantity
@@ -88,12 +88,55 @@ class Meta(Model):
     deletionTimestamp: Any = None
 
 
+_READY = {"True": "True", "False": "False", "Unknown": "Unknown", "": ""}  # one string object each
+
+
+def admit_view(capacity: Any, allocatable: Any, conditions: Any) -> tuple[Any, str | None]:
+    """What ``admit`` reads of a Node's status (admission.md §2), kept compact since ``render``
+    never reads it: the ``allocatable`` entries that differ from ``capacity`` as written (a capacity
+    key allocatable lacks as ``"0"``; ``None`` without allocatable), and the ``Ready`` condition's
+    status (``""`` when the conditions carry none, ``None`` without conditions). Never refuses."""
+    ready = None
+    if isinstance(conditions, list) and conditions:
+        ready = ""
+        for condition in conditions:
+            kind = condition.get("type") if isinstance(condition, dict) else getattr(condition, "type", None)
+            if kind == "Ready":
+                status = condition.get("status") if isinstance(condition, dict) else getattr(condition, "status", "")
+                ready = _READY.get(str(status), str(status))
+                break
+    if not isinstance(allocatable, dict):
+        return allocatable, ready
+    written = capacity if isinstance(capacity, dict) else {}
+    differs = {key: value for key, value in allocatable.items() if written.get(key) != value}
+    differs.update({key: "0" for key in written if key not in allocatable})
+    return differs, ready
+
+
 class NodeStatus(Model):
     capacity: QuantityMap | None = None  # None: the Node has no status.capacity at all
+    # Read by ``admit`` only, compact (admit_view): a render never fails on them nor keeps them whole.
+    allocatable: Any = None
+    ready: Any = Field(default=None, alias="conditions")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _admit_view(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("allocatable" in data or "conditions" in data):
+            data = dict(data)
+            data["allocatable"], data["conditions"] = admit_view(data.get("capacity"), data.get("allocatable"),
+                                                                 data.get("conditions"))
+        return data
+
+
+class NodeSpec(Model):
+    taints: Any = None
+    unschedulable: Any = None
 
 
 class Node(Model):
     metadata: Meta
+    spec: NodeSpec = Field(default_factory=NodeSpec)
     status: NodeStatus = Field(default_factory=NodeStatus)
 
 
@@ -380,10 +423,21 @@ class FastMeta(_Struct, frozen=True):
     deletionTimestamp: Any = None
 
 
+class FastCondition(_Struct, frozen=True):
+    type: Any = None
+    status: Any = None
+
+
 class FastNodeStatus(_Struct, frozen=True):
     capacity: dict[str, str] | None = None
+    allocatable: Any = None  # (admit only, compact as NodeStatus's)
+    ready: list[FastCondition] | str | None = msgspec.field(default=None, name="conditions")  # then admit_view's
 
     def __post_init__(self) -> None:
+        if self.allocatable is not None or self.ready is not None:
+            allocatable, ready = admit_view(self.capacity, self.allocatable, self.ready)
+            msgspec.structs.force_setattr(self, "allocatable", allocatable)
+            msgspec.structs.force_setattr(self, "ready", ready)
         capacity = self.capacity
         if capacity is not None:  # (a refused text raises ValueError: msgspec refuses the Node)
             msgspec.structs.force_setattr(self, "capacity", {key: _QUANTITIES[text] for key, text in capacity.items()})
@@ -394,8 +448,14 @@ class FastNodeStatus(_Struct, frozen=True):
 # is checked on every ``kind`` key of the object (all must name it) and ``apiVersion`` is read as it
 # comes (its group decides, in fastjson, whether the object is of the bulk kind at all).
 
+class FastNodeSpec(_Struct, frozen=True):
+    taints: Any = None
+    unschedulable: Any = None
+
+
 class FastNode(_Struct, frozen=True, tag="Node", tag_field="kind"):
     metadata: FastMeta
+    spec: FastNodeSpec = msgspec.field(default_factory=FastNodeSpec)
     status: FastNodeStatus = msgspec.field(default_factory=FastNodeStatus)
     apiVersion: Any = None
 

@@ -12,6 +12,7 @@ for the YAML sizes (default 10,000 and 65,000) the same snapshot is written as a
     gpustack-render node-patches SNAP --format json
     gpustack-render diff SNAP --against DIR          (DIR: a previous `render -o`, written untimed)
     gpustack-render render YAML-SNAP --format json   (the YAML List form)
+    gpustack-render admit SNAP WORKLOADS --format json (10,000 Nodes: 50,000 Workloads by gen_workloads.py)
     gpustack-render render fixtures/demo, gpustack-render --help
 
 The rows are run interleaved (round after round over every row, so a burst of load on this
@@ -46,6 +47,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 GENERATOR = HERE / "gen_snapshot.py"
+WORKLOAD_GENERATOR = HERE / "gen_workloads.py"
+ADMIT_NODES, ADMIT_WORKLOADS = 10_000, 50_000  # issue 23's admit row
 FLOOR = HERE / "floor.py"
 DEMO = REPO / "fixtures" / "demo"
 
@@ -63,6 +66,7 @@ GOALS: dict[tuple[str, int, str], tuple[float, float | None]] = {
     ("render --format json", 65_000, "yaml"): (30.0, 3072),
     ("render", 0, "demo"): (0.15, None),
     ("--help", 0, "demo"): (0.1, None),
+    ("admit --format json", 10_000, "json"): (10.0, 1536),  # issue 23: 50,000 Workloads
 }
 YAML_FACTOR = 1.5
 YAML_RSS_GOAL_10K = 1024.0
@@ -380,6 +384,31 @@ def snapshot_arg(path: Path) -> str:
         return str(path)
 
 
+def ensure_workloads(snap: Snapshot, cli: list[str], out_dir: Path, timeout: float) -> Path | None:
+    """The admit row's Workloads for ``snap`` (from its render; cached while both are unchanged)."""
+    path = out_dir / f"workloads-{snap.path.stem}-{ADMIT_WORKLOADS}.json"
+    meta_path = path.with_name(path.name + ".meta")
+    want = {"snapshot": snap.path.name, "snapshot_bytes": snap.size, "count": ADMIT_WORKLOADS,
+            "generator_sha256": hashlib.sha256(WORKLOAD_GENERATOR.read_bytes()).hexdigest()}
+    if path.is_file() and meta_path.is_file():
+        try:
+            if {k: json.loads(meta_path.read_text()).get(k) for k in want} == want:
+                return path
+        except (OSError, ValueError):
+            pass
+    rendered = out_dir / f"render-{snap.path.stem}.json"
+    if not run_measured(cli + ["render", str(snap.path), "--format", "json"], timeout, REPO, rendered).ok:
+        return None
+    done = subprocess.run([sys.executable, str(WORKLOAD_GENERATOR), "--render", str(rendered), "--snapshot",
+                           str(snap.path), "--count", str(ADMIT_WORKLOADS), "-o", str(path)],
+                          stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        print(f"bench: generating {path} failed:\n{stderr_tail(done.stderr)}", file=sys.stderr)
+        return None
+    meta_path.write_text(json.dumps(want, indent=2) + "\n")
+    return path
+
+
 def build_rows(snapshots: list[Snapshot], cli: list[str], out_dir: Path, timeout: float) -> list[Row]:
     rows: list[Row] = []
     json_commands = [("render", ["render", "{snap}"]), ("render --format json", ["render", "{snap}", "--format", "json"]),
@@ -397,6 +426,11 @@ def build_rows(snapshots: list[Snapshot], cli: list[str], out_dir: Path, timeout
             done = run_measured(cli + ["render", arg, "-o", str(previous)], timeout, REPO)
             if done.ok:
                 rows.append(Row("diff --against DIR", snap, cli + ["diff", arg, "--against", str(previous)]))
+            if snap.nodes == ADMIT_NODES:
+                workloads = ensure_workloads(snap, cli, out_dir, timeout)
+                if workloads is not None:
+                    rows.append(Row("admit --format json", snap,
+                                    cli + ["admit", arg, snapshot_arg(workloads), "--format", "json"]))
     demo = Snapshot(0, DEMO, sum(p.stat().st_size for p in DEMO.rglob("*") if p.is_file()), True, None, "demo")
     rows.append(Row("render", demo, cli + ["render", snapshot_arg(DEMO)]))
     rows.append(Row("--help", demo, cli + ["--help"]))
