@@ -164,3 +164,27 @@ def test_a_directory_without_templates_is_one_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr == (
         f"gpustack-render: error: {tmp_path}/ClusterQueues.yaml.j2: no rendered kind has this template name "
         "(templates are <Kind>.yaml.j2) (did you mean 'ClusterQueue.yaml.j2'?)\n"), result.stderr
+
+
+@pytest.mark.parametrize("name", ["naming.json", "naming.YAML"])
+def test_a_rule_file_that_is_not_read_is_an_error_not_a_built_in_kind(name: str, tmp_path: Path) -> None:
+    """A rule file under a name the reader skips (JSON, an upper-case suffix) would leave its kind to
+    the built-in rules in an overlay, silently: it is one error naming the file, alone or beside
+    rule files that are read (and never "looks like a snapshot")."""
+    overlay = _renamed_naming(tmp_path / "overlay")
+    data = yaml.safe_load((overlay / "naming.yaml").read_text(encoding="utf-8"))
+    (overlay / "naming.yaml").unlink()
+    (overlay / name).write_text(json.dumps(data, indent=2) if name.endswith(".json") else yaml.safe_dump(data),
+                                encoding="utf-8")
+    wanted = [f"gpustack-render: error: {overlay / name}: not read as a rule file (rule files are named *.yaml "
+              "or *.yml), so its kind would come from the built-in rules; rename it to naming.yaml"]
+    for args in (["render", DEMO, "--rules", overlay], ["lint", "--rules", overlay]):
+        result = invoke(*args)
+        assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    shutil.copyfile(RULES / "queues.yaml", overlay / "queues.yaml")   # beside a rule file that is read
+    result = invoke("render", DEMO, "--rules", overlay)
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    # Renamed as it says, it takes effect.
+    (overlay / name).rename(overlay / "naming.yaml")
+    assert "name: topo-fnv64-" in _ok(invoke("render", DEMO, "--rules", overlay))
+

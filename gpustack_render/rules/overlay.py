@@ -84,13 +84,10 @@ def check_holds_rules(rules_dir: Path) -> None:
     rules): a file counts when it declares our apiVersion or a rule kind, so a broken rule file is
     still read and its problems reported where they are."""
     group = schema.API_VERSION.split("/")[0]
+    _check_none_unread(rules_dir, group)
     kinds: set[str] = set()
     for path in sorted(p for p in rules_dir.iterdir() if p.is_file() and p.suffix in RULE_SUFFIXES + (".json",)):
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read(_SCAN_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            continue
+        text = _head(path)
         declared = set(_KIND.findall(text))
         if path.suffix in RULE_SUFFIXES and (group in text or declared & set(schema.FILE_KINDS)
                                              and "metadata" not in text):  # an object has metadata
@@ -103,3 +100,24 @@ def check_holds_rules(rules_dir: Path) -> None:
                    "and looks like a cluster snapshot; pass it as SNAPSHOT, and --rules a directory of rule "
                    f"files (apiVersion {schema.API_VERSION})")
     raise UserError.single(message, file=str(rules_dir))
+
+
+def _check_none_unread(rules_dir: Path, group: str) -> None:
+    """A rule file the reader skips (``naming.json``, ``naming.YAML``) would silently leave its kind
+    to the built-in rules of an overlay: one error per such file, naming it."""
+    unread = [path for path in sorted(rules_dir.iterdir())
+              if path.is_file() and path.suffix not in RULE_SUFFIXES
+              and path.suffix.lower() in RULE_SUFFIXES + (".json",) and group in _head(path)]
+    if unread:
+        raise UserError([Problem("not read as a rule file (rule files are named *.yaml or *.yml), so its kind "
+                                 f"would come from the built-in rules; rename it to {path.stem}.yaml", file=str(path))
+                         for path in unread])
+
+
+def _head(path: Path) -> str:
+    """The first ``_SCAN_BYTES`` of a file as text ("" when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(_SCAN_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
