@@ -188,3 +188,23 @@ def test_a_rule_file_that_is_not_read_is_an_error_not_a_built_in_kind(name: str,
     (overlay / name).rename(overlay / "naming.yaml")
     assert "name: topo-fnv64-" in _ok(invoke("render", DEMO, "--rules", overlay))
 
+
+
+@pytest.mark.parametrize("name", ["LocalQueue.yml.j2", "LocalQueue.j2", "LocalQueue.yaml.jinja", "LocalQueue.yaml"])
+def test_a_template_under_a_misspelt_suffix_is_an_error(name: str, tmp_path: Path) -> None:
+    """A template named for a kind but not <Kind>.yaml.j2 is not read: alone, or beside a template
+    that is, it is an error naming it (was: ignored, the built-in template rendered, exit 0)."""
+    overlay = _local_queue_overlay(tmp_path / "templates")
+    (overlay / "LocalQueue.yaml.j2").rename(overlay / name)
+    wanted = [f"gpustack-render: error: {overlay / name}: not read as a template (templates are named "
+              "<Kind>.yaml.j2) (did you mean 'LocalQueue.yaml.j2'?)"]
+    result = invoke("render", DEMO, "--templates", overlay)
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    shutil.copyfile(TEMPLATES / "ClusterQueue.yaml.j2", overlay / "ClusterQueue.yaml.j2")
+    result = invoke("render", DEMO, "--templates", overlay)
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    # Files that are no template of a kind stay unread (a helper, an editor's backup).
+    (overlay / name).rename(overlay / "LocalQueue.yaml.j2")
+    (overlay / "_helpers.j2").write_text("{% macro x() %}{% endmacro %}\n", encoding="utf-8")
+    (overlay / "LocalQueue.yaml.j2.orig").write_text("old\n", encoding="utf-8")
+    assert "team: platform" in _ok(invoke("render", DEMO, "--templates", overlay))
