@@ -208,3 +208,18 @@ def test_a_template_under_a_misspelt_suffix_is_an_error(name: str, tmp_path: Pat
     (overlay / "_helpers.j2").write_text("{% macro x() %}{% endmacro %}\n", encoding="utf-8")
     (overlay / "LocalQueue.yaml.j2.orig").write_text("old\n", encoding="utf-8")
     assert "team: platform" in _ok(invoke("render", DEMO, "--templates", overlay))
+
+
+def test_a_compact_json_snapshot_as_rules_says_it_looks_like_a_snapshot(tmp_path: Path) -> None:
+    """A snapshot directory holding one-line JSON (``kubectl get ... -o json | jq -c``): the kinds are
+    found all the same, so the error says it looks like a snapshot (was the plain 'no rule file')."""
+    items = [doc for name in ("nodes.yaml", "devices.yaml") for doc in
+             yaml.safe_load_all((REPO / DEMO / name).read_text(encoding="utf-8")) if doc]
+    (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+                                           encoding="utf-8")
+    result = invoke("render", DEMO, "--rules", tmp_path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"gpustack-render: error: {tmp_path}: no rule file in this directory: it holds Kubernetes objects "
+        "(Devices, Node) and looks like a cluster snapshot; pass it as SNAPSHOT, and --rules a directory of rule "
+        f"files (apiVersion {schema.API_VERSION})"], result.stderr

@@ -24,6 +24,7 @@ SWITCH_FILE = "rules.yaml"  # where the docs put the kind: Rules switch (any fil
 # pointed at by mistake may be large, and its first objects tell what it is.
 _SCAN_BYTES = 1 << 20
 _KIND = re.compile(r'^\s*(?:-\s+)?"?kind"?\s*:\s*"?([A-Za-z][\w.-]*)', re.M)
+_JSON_KIND = re.compile(r'"kind"\s*:\s*"([A-Za-z][\w.-]*)"')  # JSON on one line (``jq -c``) too
 
 
 @dataclass
@@ -88,7 +89,7 @@ def check_holds_rules(rules_dir: Path) -> None:
     kinds: set[str] = set()
     for path in sorted(p for p in rules_dir.iterdir() if p.is_file() and p.suffix in RULE_SUFFIXES + (".json",)):
         text = _head(path)
-        declared = set(_KIND.findall(text))
+        declared = set((_JSON_KIND if path.suffix == ".json" else _KIND).findall(text))
         if path.suffix in RULE_SUFFIXES and (group in text or declared & set(schema.FILE_KINDS)
                                              and "metadata" not in text):  # an object has metadata
             return
