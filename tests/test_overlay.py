@@ -223,3 +223,13 @@ def test_a_compact_json_snapshot_as_rules_says_it_looks_like_a_snapshot(tmp_path
         f"gpustack-render: error: {tmp_path}: no rule file in this directory: it holds Kubernetes objects "
         "(Devices, Node) and looks like a cluster snapshot; pass it as SNAPSHOT, and --rules a directory of rule "
         f"files (apiVersion {schema.API_VERSION})"], result.stderr
+
+
+def test_schemas_written_beside_the_rules_are_no_unread_rule_files(tmp_path: Path) -> None:
+    """``schema -o DIR --rules DIR`` puts the JSON Schemas (which name the apiVersion) beside the rule
+    files: they are not rule files in the wrong format, and the overlay renders."""
+    overlay = _renamed_naming(tmp_path / "overlay")
+    result = invoke("schema", "-o", overlay, "--rules", overlay)
+    assert result.exit_code == 0, result.stderr
+    assert (overlay / "naming.schema.json").is_file()
+    assert "name: topo-fnv64-" in _ok(invoke("render", DEMO, "--rules", overlay))

@@ -108,11 +108,19 @@ def _check_none_unread(rules_dir: Path, group: str) -> None:
     to the built-in rules of an overlay: one error per such file, naming it."""
     unread = [path for path in sorted(rules_dir.iterdir())
               if path.is_file() and path.suffix not in RULE_SUFFIXES
-              and path.suffix.lower() in RULE_SUFFIXES + (".json",) and group in _head(path)]
+              and path.suffix.lower() in RULE_SUFFIXES + (".json",) and _declares_rules(path, group)]
     if unread:
         raise UserError([Problem("not read as a rule file (rule files are named *.yaml or *.yml), so its kind "
                                  f"would come from the built-in rules; rename it to {path.stem}.yaml", file=str(path))
                          for path in unread])
+
+
+def _declares_rules(path: Path, group: str) -> bool:
+    """Whether a file names our apiVersion and a rule kind as its ``kind`` (a JSON Schema of the rule
+    files, written beside them by ``schema -o``, names the apiVersion but no kind: value)."""
+    text = _head(path)
+    return group in text and bool(set((_JSON_KIND if path.suffix == ".json" else _KIND).findall(text))
+                                  & set(schema.FILE_KINDS))
 
 
 def _head(path: Path) -> str:
