@@ -233,3 +233,13 @@ def test_schemas_written_beside_the_rules_are_no_unread_rule_files(tmp_path: Pat
     assert result.exit_code == 0, result.stderr
     assert (overlay / "naming.schema.json").is_file()
     assert "name: topo-fnv64-" in _ok(invoke("render", DEMO, "--rules", overlay))
+
+
+def test_the_missing_kind_error_names_the_file_that_holds_the_switch(tmp_path: Path) -> None:
+    """Any file name holds the switch: the error names the one that says inherit: false."""
+    overlay = _renamed_naming(tmp_path / "overlay")
+    (overlay / "00-full-copy.yaml").write_text(NO_INHERIT, encoding="utf-8")
+    result = invoke("render", DEMO, "--rules", overlay)
+    missing = [line for line in result.stderr.splitlines() if "no rule file of kind" in line]
+    assert result.exit_code == 2 and missing, result.stderr
+    assert all(line.endswith("(00-full-copy.yaml says inherit: false)") for line in missing), result.stderr

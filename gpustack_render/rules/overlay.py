@@ -33,6 +33,7 @@ class Resolved:
     by_kind: dict[str, Document]
     inherited: list[str] = field(default_factory=list)  # kinds taken from the built-in rules
     inherits: bool = True
+    switch_file: str = SWITCH_FILE  # the file that holds the kind: Rules switch
 
 
 def is_built_in(rules_dir: Path) -> bool:
@@ -49,7 +50,7 @@ def resolve(rules_dir: Path, problems: list[Problem]) -> Resolved:
     switch = by_kind.pop(schema.DIRECTORY_KIND, None)
     inherits = switch is None or switch.model is None or bool(switch.model.inherit)
     if not inherits or is_built_in(rules_dir):
-        return Resolved(by_kind, [], inherits)
+        return Resolved(by_kind, [], inherits, Path(switch.file).name if switch is not None else SWITCH_FILE)
     inherited = []
     for doc in read_documents(default_rules_dir(), []):
         if doc.kind in schema.RULE_KINDS and doc.kind not in by_kind:
