@@ -243,3 +243,15 @@ def test_the_missing_kind_error_names_the_file_that_holds_the_switch(tmp_path: P
     missing = [line for line in result.stderr.splitlines() if "no rule file of kind" in line]
     assert result.exit_code == 2 and missing, result.stderr
     assert all(line.endswith("(00-full-copy.yaml says inherit: false)") for line in missing), result.stderr
+
+
+@pytest.mark.parametrize("command", ["render", "diff", "lint", "validate"])
+def test_the_help_says_rules_and_templates_are_overlays(command: str) -> None:
+    """--help is where an admin looks first: it says what a partial directory does."""
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split()).replace("built- in", "built-in")  # click wraps at a hyphen
+    assert "--rules DIRECTORY Rules directory, an overlay over the built-in rules" in text, text
+    assert "inherit: false" in text
+    if command != "lint":
+        assert "--templates DIRECTORY Templates directory, an overlay over the built-in templates" in text, text
