@@ -507,3 +507,29 @@ def test_pre_commit_hooks_use_the_applications_templates(tmp_path: Path) -> None
     proc = _hook("gpustack-render-render", tmp_path, ["snapshot", "--rules", "rules", "--templates",
                                                       "gitops-templates", "-o", "rendered"])
     assert proc.returncode == 2 and "gitops-templates/LocalQueue.yaml.j2" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("content", ["broken", "naming"])
+def test_argocd_plugin_never_overwrites_an_applications_output_yaml_it_did_not_check(content: str,
+                                                                                     tmp_path: Path) -> None:
+    """init writes the plugin's Output rules to rules/output.yaml: an application's file of that name
+    that is not the built-in Output rules (it does not parse, or holds another kind) is an error, not
+    silently replaced (its Naming rules would have been dropped, or its YAML error never reported)."""
+    env = _plugin_env(tmp_path / "image")
+    app = tmp_path / "app"
+    shutil.copytree(DEMO, app / "snapshot")
+    (app / "rules").mkdir()
+    text = load_text(REPO / "rules" / "naming.yaml")
+    (app / "rules" / "output.yaml").write_text("kind: Output\n  bad: [\n" if content == "broken" else text,
+                                               encoding="utf-8")
+    init, _ = _sync(app, env)
+    assert (init.returncode, init.stdout) == (2, ""), init.stderr
+    assert init.stderr.startswith("gpustack-render plugin: error: rules/output.yaml: the plugin writes its own "
+                                  "Output rules under this name"), init.stderr
+    # Under another name: the Naming rules are the application's; the YAML error is reported where it is.
+    (app / "rules" / "output.yaml").rename(app / "rules" / "naming.yaml")
+    init, generate = _sync(app, env)
+    if content == "naming":
+        assert init.returncode == 0 and generate.returncode == 0, init.stderr
+    else:
+        assert init.returncode == 2 and "naming.yaml:2:" in init.stderr and "invalid YAML" in init.stderr, init.stderr

@@ -165,3 +165,94 @@ def test_a_directory_without_templates_is_one_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.stderr == (
         f"gpustack-render: error: {tmp_path}/ClusterQueues.yaml.j2: no rendered kind has this template name "
         "(templates are <Kind>.yaml.j2) (did you mean 'ClusterQueue.yaml.j2'?)\n"), result.stderr
+
+
+@pytest.mark.parametrize("name", ["naming.json", "naming.YAML"])
+def test_a_rule_file_that_is_not_read_is_an_error_not_a_built_in_kind(name: str, tmp_path: Path) -> None:
+    """A rule file under a name the reader skips (JSON, an upper-case suffix) would leave its kind to
+    the built-in rules in an overlay, silently: it is one error naming the file, alone or beside
+    rule files that are read (and never "looks like a snapshot")."""
+    overlay = _renamed_naming(tmp_path / "overlay")
+    data = yaml.safe_load((overlay / "naming.yaml").read_text(encoding="utf-8"))
+    (overlay / "naming.yaml").unlink()
+    (overlay / name).write_text(json.dumps(data, indent=2) if name.endswith(".json") else yaml.safe_dump(data),
+                                encoding="utf-8")
+    wanted = [f"gpustack-render: error: {overlay / name}: not read as a rule file (rule files are named *.yaml "
+              "or *.yml), so its kind would come from the built-in rules; rename it to naming.yaml"]
+    for args in (["render", DEMO, "--rules", overlay], ["lint", "--rules", overlay]):
+        result = invoke(*args)
+        assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    shutil.copyfile(RULES / "queues.yaml", overlay / "queues.yaml")   # beside a rule file that is read
+    result = invoke("render", DEMO, "--rules", overlay)
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    # Renamed as it says, it takes effect.
+    (overlay / name).rename(overlay / "naming.yaml")
+    assert "name: topo-fnv64-" in _ok(invoke("render", DEMO, "--rules", overlay))
+
+
+
+@pytest.mark.parametrize("name", ["LocalQueue.yml.j2", "LocalQueue.j2", "LocalQueue.yaml.jinja", "LocalQueue.yaml"])
+def test_a_template_under_a_misspelt_suffix_is_an_error(name: str, tmp_path: Path) -> None:
+    """A template named for a kind but not <Kind>.yaml.j2 is not read: alone, or beside a template
+    that is, it is an error naming it (was: ignored, the built-in template rendered, exit 0)."""
+    overlay = _local_queue_overlay(tmp_path / "templates")
+    (overlay / "LocalQueue.yaml.j2").rename(overlay / name)
+    wanted = [f"gpustack-render: error: {overlay / name}: not read as a template (templates are named "
+              "<Kind>.yaml.j2) (did you mean 'LocalQueue.yaml.j2'?)"]
+    result = invoke("render", DEMO, "--templates", overlay)
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    shutil.copyfile(TEMPLATES / "ClusterQueue.yaml.j2", overlay / "ClusterQueue.yaml.j2")
+    result = invoke("render", DEMO, "--templates", overlay)
+    assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
+    # Files that are no template of a kind stay unread (a helper, an editor's backup).
+    (overlay / name).rename(overlay / "LocalQueue.yaml.j2")
+    (overlay / "_helpers.j2").write_text("{% macro x() %}{% endmacro %}\n", encoding="utf-8")
+    (overlay / "LocalQueue.yaml.j2.orig").write_text("old\n", encoding="utf-8")
+    assert "team: platform" in _ok(invoke("render", DEMO, "--templates", overlay))
+
+
+def test_a_compact_json_snapshot_as_rules_says_it_looks_like_a_snapshot(tmp_path: Path) -> None:
+    """A snapshot directory holding one-line JSON (``kubectl get ... -o json | jq -c``): the kinds are
+    found all the same, so the error says it looks like a snapshot (was the plain 'no rule file')."""
+    items = [doc for name in ("nodes.yaml", "devices.yaml") for doc in
+             yaml.safe_load_all((REPO / DEMO / name).read_text(encoding="utf-8")) if doc]
+    (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+                                           encoding="utf-8")
+    result = invoke("render", DEMO, "--rules", tmp_path)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        f"gpustack-render: error: {tmp_path}: no rule file in this directory: it holds Kubernetes objects "
+        "(Devices, Node) and looks like a cluster snapshot; pass it as SNAPSHOT, and --rules a directory of rule "
+        f"files (apiVersion {schema.API_VERSION})"], result.stderr
+
+
+def test_schemas_written_beside_the_rules_are_no_unread_rule_files(tmp_path: Path) -> None:
+    """``schema -o DIR --rules DIR`` puts the JSON Schemas (which name the apiVersion) beside the rule
+    files: they are not rule files in the wrong format, and the overlay renders."""
+    overlay = _renamed_naming(tmp_path / "overlay")
+    result = invoke("schema", "-o", overlay, "--rules", overlay)
+    assert result.exit_code == 0, result.stderr
+    assert (overlay / "naming.schema.json").is_file()
+    assert "name: topo-fnv64-" in _ok(invoke("render", DEMO, "--rules", overlay))
+
+
+def test_the_missing_kind_error_names_the_file_that_holds_the_switch(tmp_path: Path) -> None:
+    """Any file name holds the switch: the error names the one that says inherit: false."""
+    overlay = _renamed_naming(tmp_path / "overlay")
+    (overlay / "00-full-copy.yaml").write_text(NO_INHERIT, encoding="utf-8")
+    result = invoke("render", DEMO, "--rules", overlay)
+    missing = [line for line in result.stderr.splitlines() if "no rule file of kind" in line]
+    assert result.exit_code == 2 and missing, result.stderr
+    assert all(line.endswith("(00-full-copy.yaml says inherit: false)") for line in missing), result.stderr
+
+
+@pytest.mark.parametrize("command", ["render", "diff", "lint", "validate"])
+def test_the_help_says_rules_and_templates_are_overlays(command: str) -> None:
+    """--help is where an admin looks first: it says what a partial directory does."""
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split()).replace("built- in", "built-in")  # click wraps at a hyphen
+    assert "--rules DIRECTORY Rules directory, an overlay over the built-in rules" in text, text
+    assert "inherit: false" in text
+    if command != "lint":
+        assert "--templates DIRECTORY Templates directory, an overlay over the built-in templates" in text, text

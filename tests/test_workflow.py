@@ -800,3 +800,22 @@ def test_an_overlay_of_one_rule_file_and_one_template_is_rendered(actions: Actio
     assert run.ok, run.log()
     assert f"**0 added, {len(queues)} changed (LocalQueue {len(queues)}), 0 removed**" in run.summary
     assert "+    team: research" in run.summary, run.summary
+
+
+def test_a_max_removals_variable_that_is_no_number_fails_even_with_the_label(actions: Actions) -> None:
+    """GPUSTACK_RENDER_MAX_REMOVALS set to something not a count: every job stops, naming the variable
+    (it was a usage error the guard took for a refusal, so the label or the allow-removals input let the
+    render through with no guard at all)."""
+    actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
+    assert_ok(actions.run("render", Event("push")))
+    actions.commit("gpustack: a note", lambda work: (work / "gpustack" / "NOTES.md").write_text("note\n", encoding="utf-8"),
+                   branch="pr-5")
+    actions.variables["GPUSTACK_RENDER_MAX_REMOVALS"] = "ten"
+    wanted = "::error::the repository variable GPUSTACK_RENDER_MAX_REMOVALS must be a whole number of objects, not 'ten'"
+    run = actions.run("pull-request", Event("pull_request", pr_number=5, pr_labels=(ALLOW_LABEL,)))
+    assert not run.ok and run.failed_step == "Diff against the committed render", run.log()
+    assert wanted in run.output("Diff against the committed render")
+    run = actions.run("render", Event("workflow_dispatch", inputs={"snapshot": False, "allow-removals": True}))
+    assert not run.ok and run.failed_step == "Removal guard" and wanted in run.output("Removal guard"), run.log()
+    actions.variables["GPUSTACK_RENDER_MAX_REMOVALS"] = "10"
+    assert_ok(actions.run("pull-request", Event("pull_request", pr_number=5)))

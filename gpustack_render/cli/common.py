@@ -133,7 +133,9 @@ snapshot_args = click.argument("snapshot", nargs=-1, required=True, metavar="SNA
 set_option = click.option("--set", "sets", multiple=True, metavar="NAME=VALUE",
                           help="Override a setting (repeatable); wins over the settings object in the snapshot.")
 rules_option = click.option("--rules", "rules_dir", type=click.Path(file_okay=False, path_type=Path),
-                            help="Rules directory (default: the built-in rules).")
+                            help="Rules directory, an overlay over the built-in rules: each file replaces the built-in "
+                                 "file of its kind, the others stay built-in (rules.yaml with inherit: false: "
+                                 "a full copy). Default: the built-in rules.")
 
 
 def _set_allow_empty(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -163,7 +165,8 @@ def chain_inputs(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 templates_option = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path),
-                                help="Templates directory (default: the built-in templates).")
+                                help="Templates directory, an overlay over the built-in templates: a <Kind>.yaml.j2 "
+                                     "replaces that kind's template only. Default: the built-in templates.")
 
 
 def reset_switches() -> None:

@@ -3,7 +3,8 @@ templates, as ``--rules DIR`` is over the built-in rules.
 
 A ``<Kind>.yaml.j2`` of ``DIR`` replaces the built-in template of that kind only; every other kind's
 template is the built-in one of this version. A directory holding no template is one error, and so
-is a ``*.yaml.j2`` no rendered kind is named by (a misspelt name would otherwise be ignored)."""
+is a ``*.yaml.j2`` no rendered kind is named by, or a kind's template under another suffix
+(``ClusterQueue.yml.j2``): a misspelt name would otherwise be ignored."""
 
 from __future__ import annotations
 
@@ -37,18 +38,35 @@ def locate(templates_dir: Path | None, kinds: tuple[str, ...]) -> Templates:
         return Templates(builtin, (builtin,))
     if not templates_dir.is_dir():
         raise UserError.single("templates directory not found", file=str(templates_dir))
-    found = sorted(p for p in templates_dir.iterdir() if p.name.endswith(SUFFIX) and p.is_file())
+    files = sorted(p for p in templates_dir.iterdir() if p.is_file())
+    found = [p for p in files if p.name.endswith(SUFFIX)]
+    names = [kind + SUFFIX for kind in kinds]
+    misnamed = [Problem(f"not read as a template (templates are named <Kind>{SUFFIX})", file=str(p),
+                        hint=did_you_mean(p.name, names)) for p in files if _meant_for_a_kind(p, kinds)]
+    if misnamed:
+        raise UserError(misnamed)
     if not found:
         raise UserError.single(f"no template in this directory (a template is <Kind>{SUFFIX}, for example "
                                f"{kinds[0]}{SUFFIX}; an overlay holds only the ones it changes)",
                                file=str(templates_dir))
-    names = [kind + SUFFIX for kind in kinds]
     unknown = [Problem(f"no rendered kind has this template name (templates are <Kind>{SUFFIX})", file=str(p),
                        hint=did_you_mean(p.name, names)) for p in found if p.name not in names]
     if unknown:
         raise UserError(unknown)
     same = templates_dir.resolve() == builtin.resolve()
     return Templates(templates_dir, (templates_dir,) if same else (templates_dir, builtin))
+
+
+# What a template of a kind is named when its suffix is misspelt (a helper or a backup is not).
+_TEMPLATE_LIKE = (".j2", ".jinja", ".jinja2", ".yaml", ".yml", ".tpl", ".tmpl")
+
+
+def _meant_for_a_kind(path: Path, kinds: tuple[str, ...]) -> bool:
+    """Whether ``path`` reads as a kind's template under a wrong suffix (``ClusterQueue.yml.j2``,
+    ``ClusterQueue.j2``): it is not read, so the kind would render with the built-in template."""
+    stem = path.name.split(".", 1)[0].lower()
+    return (not path.name.endswith(SUFFIX) and path.suffix.lower() in _TEMPLATE_LIKE
+            and stem in {kind.lower() for kind in kinds})
 
 
 def template_file(templates_dir: Path | None, kind: str) -> Path:

@@ -72,7 +72,7 @@ def _load(rules_dir: Path) -> Rules:
     for kind in sorted(schema.OPTIONAL_KINDS - set(by_kind)):
         by_kind[kind] = _builtin_document(kind, rules_dir) or default_document(kind, rules_dir)
     if not unreadable:  # a file that did not parse may well be the "missing" kind
-        why = "" if resolved.inherits else f" ({overlay.SWITCH_FILE} says inherit: false)"
+        why = "" if resolved.inherits else f" ({resolved.switch_file} says inherit: false)"
         problems.extend(Problem(f"no rule file of kind {kind}{why}", file=str(rules_dir))
                         for kind in schema.RULE_KINDS if kind not in by_kind)
     merged = {k: d for k, d in by_kind.items() if d.model is not None}

@@ -24,6 +24,7 @@ SWITCH_FILE = "rules.yaml"  # where the docs put the kind: Rules switch (any fil
 # pointed at by mistake may be large, and its first objects tell what it is.
 _SCAN_BYTES = 1 << 20
 _KIND = re.compile(r'^\s*(?:-\s+)?"?kind"?\s*:\s*"?([A-Za-z][\w.-]*)', re.M)
+_JSON_KIND = re.compile(r'"kind"\s*:\s*"([A-Za-z][\w.-]*)"')  # JSON on one line (``jq -c``) too
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Resolved:
     by_kind: dict[str, Document]
     inherited: list[str] = field(default_factory=list)  # kinds taken from the built-in rules
     inherits: bool = True
+    switch_file: str = SWITCH_FILE  # the file that holds the kind: Rules switch
 
 
 def is_built_in(rules_dir: Path) -> bool:
@@ -48,7 +50,7 @@ def resolve(rules_dir: Path, problems: list[Problem]) -> Resolved:
     switch = by_kind.pop(schema.DIRECTORY_KIND, None)
     inherits = switch is None or switch.model is None or bool(switch.model.inherit)
     if not inherits or is_built_in(rules_dir):
-        return Resolved(by_kind, [], inherits)
+        return Resolved(by_kind, [], inherits, Path(switch.file).name if switch is not None else SWITCH_FILE)
     inherited = []
     for doc in read_documents(default_rules_dir(), []):
         if doc.kind in schema.RULE_KINDS and doc.kind not in by_kind:
@@ -84,14 +86,11 @@ def check_holds_rules(rules_dir: Path) -> None:
     rules): a file counts when it declares our apiVersion or a rule kind, so a broken rule file is
     still read and its problems reported where they are."""
     group = schema.API_VERSION.split("/")[0]
+    _check_none_unread(rules_dir, group)
     kinds: set[str] = set()
     for path in sorted(p for p in rules_dir.iterdir() if p.is_file() and p.suffix in RULE_SUFFIXES + (".json",)):
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read(_SCAN_BYTES).decode("utf-8", errors="replace")
-        except OSError:
-            continue
-        declared = set(_KIND.findall(text))
+        text = _head(path)
+        declared = set((_JSON_KIND if path.suffix == ".json" else _KIND).findall(text))
         if path.suffix in RULE_SUFFIXES and (group in text or declared & set(schema.FILE_KINDS)
                                              and "metadata" not in text):  # an object has metadata
             return
@@ -103,3 +102,32 @@ def check_holds_rules(rules_dir: Path) -> None:
                    "and looks like a cluster snapshot; pass it as SNAPSHOT, and --rules a directory of rule "
                    f"files (apiVersion {schema.API_VERSION})")
     raise UserError.single(message, file=str(rules_dir))
+
+
+def _check_none_unread(rules_dir: Path, group: str) -> None:
+    """A rule file the reader skips (``naming.json``, ``naming.YAML``) would silently leave its kind
+    to the built-in rules of an overlay: one error per such file, naming it."""
+    unread = [path for path in sorted(rules_dir.iterdir())
+              if path.is_file() and path.suffix not in RULE_SUFFIXES
+              and path.suffix.lower() in RULE_SUFFIXES + (".json",) and _declares_rules(path, group)]
+    if unread:
+        raise UserError([Problem("not read as a rule file (rule files are named *.yaml or *.yml), so its kind "
+                                 f"would come from the built-in rules; rename it to {path.stem}.yaml", file=str(path))
+                         for path in unread])
+
+
+def _declares_rules(path: Path, group: str) -> bool:
+    """Whether a file names our apiVersion and a rule kind as its ``kind`` (a JSON Schema of the rule
+    files, written beside them by ``schema -o``, names the apiVersion but no kind: value)."""
+    text = _head(path)
+    return group in text and bool(set((_JSON_KIND if path.suffix == ".json" else _KIND).findall(text))
+                                  & set(schema.FILE_KINDS))
+
+
+def _head(path: Path) -> str:
+    """The first ``_SCAN_BYTES`` of a file as text ("" when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(_SCAN_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
