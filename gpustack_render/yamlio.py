@@ -12,7 +12,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import yaml
@@ -170,11 +170,16 @@ def read_text(path: Path, display: str) -> str:
 
 
 def load_roundtrip(path: Path, display: str) -> Any:
-    """Load one rule file with positions for ``file:line:col`` messages: by libyaml when the text is
-    in the subset where it builds exactly what ruamel's round-trip loader builds
+    """Load one rule file (or template) with positions for ``file:line:col`` messages (see
+    :func:`parse_roundtrip`)."""
+    return parse_roundtrip(read_text(path, display), display)
+
+
+def parse_roundtrip(text: str, display: str) -> Any:
+    """Parse a rule file's (or template's) text with positions: by libyaml when the text is in the
+    subset where it builds exactly what ruamel's round-trip loader builds
     (:mod:`gpustack_render.yamlpos`, over ten times faster), else by ruamel, as always (its values,
     positions and error messages)."""
-    text = read_text(path, display)
     from gpustack_render import yamlpos
     try:
         return yamlpos.load(text)
@@ -192,19 +197,14 @@ def load_roundtrip(path: Path, display: str) -> Any:
         raise UserError([Problem(f"invalid YAML: {str(err).splitlines()[0]}", file=display)]) from None
 
 
-def dump_yaml_stream(objects: Iterable[Any], known: Mapping[int, tuple[Any, Any, Callable[[Any], str]]] | None = None) -> str:
-    """A multi-document YAML stream, every document opened by ``---``. ``known``: for a document
-    (by ``id``, the same object), its row and the writer that writes it (:func:`document_writer`)."""
+def dump_yaml_stream(objects: Iterable[Any]) -> str:
+    """A multi-document YAML stream, every document opened by ``---``."""
     documents = list(objects)
     out: list[str] = []
     try:
         for doc in documents:
             out.append("---\n")  # what follows it starts its own line, as in an empty document
-            entry = known.get(id(doc)) if known else None
-            if entry is not None and entry[0] is doc:
-                out.append(entry[2](entry[1]))
-            else:
-                _emit_document(doc, out)
+            _emit_document(doc, out)
         return "".join(out)
     except NotSimple:
         pass
@@ -465,68 +465,6 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], 
         lead = pad
 
 
-def document_writer(sample: Any, holes: Sequence[tuple[str, int, bool]]) -> Callable[[Sequence[Any]], str] | None:
-    """How to write, for each row of values, the document that ``sample`` is with each hole filled:
-    ``holes`` are (a word ``sample`` holds exactly once, as a mapping's value; the row index of the
-    value that stands there; whether that value is a mapping of strings). The document is written
-    once by the emitter with the words in place and cut at them, so a row's document is the same
-    text with each value's own text in its place: a scalar as the emitter writes it there, a mapping
-    of strings as its block (``{}`` when empty). ``None`` when a word stands anywhere else (a key, a
-    sequence item, a mapping after a dash) or the sample is not written by the emitter."""
-    try:
-        text = _fast_document(sample)
-    except NotSimple:
-        return None
-    found = []
-    for word, index, mapping in holes:
-        at = text.find(": " + word + "\n")
-        if at < 0 or text.count(word) != 1:
-            return None
-        line = text[text.rfind("\n", 0, at) + 1:at]
-        content = line.lstrip(" ")
-        if mapping and (content.startswith("- ") or content == "-"):
-            return None
-        found.append((at, len(word), index, mapping, " " * (len(line) - len(content) + 2)))
-    found.sort()
-    pieces: list[tuple[str, int, bool, str]] = []
-    start = 0
-    for at, length, index, mapping, inner in found:
-        pieces.append((text[start:at + 1], index, mapping, inner))  # up to the key's colon
-        start = at + 2 + length
-    tail = text[start:]
-
-    def write(row: Sequence[Any]) -> str:
-        out = []
-        for chunk, index, mapping, inner in pieces:
-            out.append(chunk)
-            value = row[index]
-            if mapping:
-                out.append(_block_after_key(value, inner))
-            else:
-                out.append(" " + (_scalar_text(value) if type(value) is str else _scalar(value, type(value))))
-        out.append(tail)
-        return "".join(out)
-    return write
-
-
-def _block_after_key(mapping: dict[str, str], pad: str) -> str:
-    """What follows ``key:`` for a mapping of strings at ``pad``: `` {}``, or its block (the
-    newline before it, none after it)."""
-    return _BLOCKS[(pad, tuple(mapping.items()))] if mapping else " {}"
-
-
-def _new_block(content: tuple[str, tuple[tuple[str, str], ...]]) -> str:
-    pad, items = content
-    lines: list[str] = []
-    _emit_mapping(dict(items), pad, pad, lines, set())
-    return "\n" + "".join(lines)[:-1]
-
-
-# Blocks of mappings of strings per indentation and content (document_writer's rows: label sets
-# repeat across thousands of objects).
-_BLOCKS: Memo[tuple[str, tuple[tuple[str, str], ...]], str] = Memo(_new_block, 4096)
-
-
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:
     if id(items) in seen:
         raise NotSimple("shared")
@@ -612,7 +550,8 @@ def has_float(obj: Any) -> bool:
 # libyaml, which also gives the error messages.
 # ---------------------------------------------------------------------------------------------
 class NotSimple(Exception):
-    """The text is outside the subset :func:`load_simple_block` reads; use libyaml."""
+    """The text is outside the subset :func:`load_simple_stream` reads, or a value outside what the
+    block emitter writes: use libyaml."""
 
 
 # Characters outside this set make libyaml complain or read differently (tabs, CR, BOM, controls).
@@ -812,19 +751,6 @@ class _Block:
                 out.append(_inline(stripped))
                 self.after_inline(indent)
         return out
-
-
-def load_simple_block(text: str) -> Any:
-    """One rendered document, read as libyaml would read it, or :class:`NotSimple`."""
-    if _SIMPLE_TEXT_BAD.search(text):
-        raise NotSimple("characters")
-    block = _Block(text)
-    if not block.lines or block.lines[0][1][0] in "%":
-        raise NotSimple("empty")
-    value = block.node(block.indent())
-    if block.pos != len(block.lines):
-        raise NotSimple("trailing lines")
-    return value
 
 
 _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)

@@ -205,7 +205,8 @@ class Explainer:
             report.settings.append((name, self.settings[name], source, detail))
 
     def template(self, kind: str) -> str:
-        return f"template {show_path(str(self.templates_dir / f'{kind}.yaml.j2'))}"
+        from gpustack_render.render import template_file
+        return f"template {show_path(str(template_file(self.templates_dir, kind)))}"
 
     def file_of(self, kind: str, name: str) -> str:
         files = getattr(self.snapshot, "files", None) or {}
