@@ -439,30 +439,66 @@ def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], 
     if id(mapping) in seen:  # the dumper would write an anchor and an alias
         raise NotSimple("shared")
     seen.add(id(mapping))
-    append, key_texts, scalar_texts = out.append, _KEY_TEXTS, _SCALAR_TEXTS
-    for key, value in mapping.items():
-        key_text = key_texts[key] if type(key) is str else _scalar(key, type(key))
+    append, scalar_texts = out.append, _SCALAR_TEXTS
+    for prefix, value in zip(_KEY_PREFIXES[(lead, pad, tuple(mapping))], mapping.values()):
         kind = type(value)
         if kind is str:
-            append(f"{lead}{key_text}: {scalar_texts[value]}\n")
+            append(f"{prefix} {scalar_texts[value]}\n")
         elif kind is dict:
             if value:
-                append(f"{lead}{key_text}:\n")
+                append(prefix + "\n")
                 inner = pad + "  "
-                _emit_mapping(value, inner, inner, out, seen)
+                if len(value) >= _TEXT_BLOCK_MIN and is_text_map(value):  # labels: their block once per content
+                    _not_seen(value, seen)
+                    append(_TEXT_BLOCKS[(inner, tuple(value.items()))])
+                else:
+                    _emit_mapping(value, inner, inner, out, seen)
             else:
                 _not_seen(value, seen)
-                append(f"{lead}{key_text}: {{}}\n")
+                append(prefix + " {}\n")
         elif kind is list:
             if value:
-                append(f"{lead}{key_text}:\n")
+                append(prefix + "\n")
                 _emit_sequence(value, pad, out, seen)
             else:
                 _not_seen(value, seen)
-                append(f"{lead}{key_text}: []\n")
+                append(prefix + " []\n")
         else:
-            append(f"{lead}{key_text}: {_scalar(value, kind)}\n")
-        lead = pad
+            append(f"{prefix} {_scalar(value, kind)}\n")
+
+
+def _key_prefixes(content: tuple[str, str, tuple[Any, ...]]) -> tuple[str, ...]:
+    """Each key's line up to its value (``lead`` starting the first line, ``pad`` the others),
+    for the mappings of one key sequence (a kind's objects share a few)."""
+    lead, pad, keys = content
+    if not all(type(key) is str for key in keys):  # 1 and True are one key of this memo: the dumper decides
+        raise NotSimple("key")
+    return tuple((lead if index == 0 else pad) + _key_text(key) + ":" for index, key in enumerate(keys))
+
+
+# Key sequences repeat across every object of a kind: their line prefixes are written once.
+_KEY_PREFIXES: Memo[tuple[str, str, tuple[Any, ...]], tuple[str, ...]] = Memo(_key_prefixes, 4096)
+
+
+_ONLY_STR = frozenset({str})
+
+
+def is_text_map(data: dict[Any, Any]) -> bool:
+    """Whether a mapping holds only ``str`` keys and values (labels, annotations); checked in C."""
+    return set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR
+
+
+def _new_text_block(content: tuple[str, tuple[tuple[str, str], ...]]) -> str:
+    pad, items = content
+    lines: list[str] = []
+    _emit_mapping(dict(items), pad, pad, lines, set())
+    return "".join(lines)
+
+
+# The block of a mapping of strings per indentation and content: label sets repeat across
+# thousands of objects (every NodeFeature's labels are one of a few dozen).
+_TEXT_BLOCK_MIN = 4
+_TEXT_BLOCKS: Memo[tuple[str, tuple[tuple[str, str], ...]], str] = Memo(_new_text_block, 4096)
 
 
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:

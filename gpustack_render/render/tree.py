@@ -31,7 +31,8 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.render.expr import ExprWriter, Names, Unsupported, join_text, parse_expression
-from gpustack_render.rules.read import key_at, item_at, value_at
+from gpustack_render.rules.read import item_at, key_at, value_at
+from gpustack_render.yamlio import is_text_map
 
 DIRECTIVES = ("$if", "$else", "$for", "$value")
 # Data maps: sorted by key, values as strings (what kubectl keeps of labels and annotations).
@@ -41,7 +42,6 @@ _FOR = re.compile(r"\A\s*([A-Za-z_][A-Za-z_0-9]*(?:\s*,\s*[A-Za-z_][A-Za-z_0-9]*
 # What PyYAML reads as a float (the JSON text of a float was read back by it): others stay text.
 _YAML11_FLOAT = re.compile(r"[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?\Z")
 _JSON_FLOAT = json.JSONEncoder().iterencode  # the stdlib's float text (repr, NaN, Infinity)
-_ONLY_STR = frozenset({str})
 
 
 class Omit:
@@ -62,11 +62,6 @@ class NotData(Exception):
 class Floats:
     """Whether a float was built (JSON output then takes the writer that formats floats)."""
     seen: bool = False
-
-
-def is_text_map(data: dict[Any, Any]) -> bool:
-    """Only ``str`` keys and values (labels, annotations), checked in C."""
-    return set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR
 
 
 class Values:
@@ -433,7 +428,8 @@ class _Emitter:
         expr = self.expression(_strip_braces(match.group(2)), at)
         test: nodes.Expr | None = None
         if isinstance(expr, nodes.CondExpr) and expr.expr2 is None:
-            expr, test = expr.expr1, expr.test  # `x in xs if cond`: a filter, as in jinja's for
+            conditional: nodes.CondExpr = expr
+            expr, test = conditional.expr1, conditional.test  # `x in xs if cond`: a filter, as jinja's for
         code = self.code(expr, at)
         if code is None:
             return
