@@ -330,7 +330,7 @@ def test_argocd_plugin_checks_schemas_when_the_application_ships_crds(tmp_path: 
     # The schema check runs: a ClusterQueue value the CRD's enum does not allow fails validation.
     templates = app / "templates"
     shutil.copytree(REPO / "templates", templates)
-    template = templates / "ClusterQueue.yaml.j2"
+    template = templates / "ClusterQueue.yaml"
     text = template.read_text(encoding="utf-8")
     assert "whenCanPreempt: MayStopSearch" in text
     template.write_text(text.replace("whenCanPreempt: MayStopSearch", "whenCanPreempt: Sometimes"), encoding="utf-8")

@@ -82,7 +82,8 @@ class ExprWriter:
 
     def uses_omit(self, expr: nodes.Node) -> bool:
         """Whether the expression names ``omit`` (only then can its value be the omit marker)."""
-        return any(n.name == "omit" and n.name not in self.names.locals for n in expr.find_all(nodes.Name))
+        found = [expr] if isinstance(expr, nodes.Name) else list(expr.find_all(nodes.Name))
+        return any(n.name == "omit" and n.name not in self.names.locals for n in found)
 
     def write(self, node: nodes.Node) -> str:
         method = getattr(self, f"_{type(node).__name__}", None)

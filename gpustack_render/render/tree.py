@@ -74,18 +74,21 @@ class Values:
         """:meth:`data`, or the ``omit`` marker itself (which a whole value may be)."""
         return value if value is OMIT else self.data(value)
 
-    def data(self, value: Any) -> Any:
+    def data(self, value: Any, sort: bool | None = None) -> Any:
         """``value`` as data, exactly what its JSON read back as YAML gave (the earlier templates'
-        ``q`` filter): mappings copied with keys sorted and written as JSON keys, tuples as lists,
-        a float as the float or, when YAML 1.1 reads its JSON text as a string (``1e+16``,
-        ``NaN``), that string."""
+        ``q`` filter): mappings copied with keys written as JSON keys (and sorted, at every depth,
+        when the value itself is a mapping: ``q`` sorted keys only then), tuples as lists, a float
+        as the float or, when YAML 1.1 reads its JSON text as a string (``1e+16``, ``NaN``), that
+        string."""
         kind = type(value)
         if kind is str or kind is int or kind is bool or value is None:
             return value
+        if sort is None:
+            sort = isinstance(value, dict)
         if kind is dict:
-            return {self._key(k): self.data(v) for k, v in sorted(value.items())}
+            return {self._key(k): self.data(v, sort) for k, v in (sorted(value.items()) if sort else value.items())}
         if kind is list or kind is tuple:
-            return [self.data(item) for item in value]
+            return [self.data(item, sort) for item in value]
         if isinstance(value, Undefined):
             str(value)  # raises the strict undefined's error
         if isinstance(value, bool):
@@ -101,9 +104,9 @@ class Values:
                 return float(text)
             return text
         if isinstance(value, dict):
-            return self.data(dict(value))
+            return self.data(dict(value), sort)
         if isinstance(value, (list, tuple)):
-            return self.data(list(value))
+            return self.data(list(value), sort)
         if value is OMIT:
             raise NotData("omit stands for a whole value (a key's or a list item's), not inside one")
         raise NotData(f"the value is a {kind.__name__}, not data (a string, number, boolean, null, "
@@ -157,8 +160,9 @@ class Builder:
     """One template compiled: ``build(item)`` makes the object (see :meth:`run` for the errors)."""
 
     def __init__(self, function: Callable[[Any], dict[str, Any]], where: dict[int, Position], code_file: str,
-                 values: Values, source: str) -> None:
+                 values: Values, source: str, grows: bool) -> None:
         self.build = function
+        self.grows = grows  # a $for: the object's size depends on the data (checked, see build_all)
         self.where = where
         self.code_file = code_file
         self.values = values
@@ -200,6 +204,7 @@ class _Emitter:
         self.where: dict[int, Position] = {}
         self.count = 0
         self.floats = False  # a float written in the template itself
+        self.loops = 0
 
     def temp(self, prefix: str = "t") -> str:
         self.count += 1
@@ -226,7 +231,7 @@ class _Emitter:
         try:
             return parse_expression(self.names.env, source)
         except TemplateSyntaxError as err:
-            self.problem(f"bad expression {source.strip()!r}: {err.message}", at)
+            self.problem(f"template syntax error in {source.strip()!r}: {err.message}", at)
             return None
 
     def code(self, expr: nodes.Node | None, at: Position | None) -> str | None:
@@ -243,7 +248,7 @@ class _Emitter:
         try:
             body = self.names.env.parse(text).body
         except TemplateSyntaxError as err:
-            self.problem(f"bad expression in {text!r}: {err.message}", at)
+            self.problem(f"template syntax error in {text!r}: {err.message}", at)
             return None
         found: list[nodes.Node] = []
         for node in body:
@@ -433,6 +438,7 @@ class _Emitter:
         code = self.code(expr, at)
         if code is None:
             return
+        self.loops += 1
         saved = dict(self.names.locals)
         variables = [f"v_{t}_{self.temp('')}" for t in targets]
         self.names.locals.update(zip(targets, variables))
@@ -490,7 +496,7 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
                                  "JOIN": join_text}
     exec(compile(source, code_file, "exec"), namespace)  # our generated code: names above only
     values.floats.seen = emitter.floats
-    return Builder(namespace["build"], emitter.where, code_file, values, source)
+    return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0)
 
 
 def _line(position: tuple[int, int] | None) -> int | None:
@@ -511,10 +517,14 @@ def build_all(builder: Builder, items: Sequence[Any], file: str, kind: str) -> l
     message, naming the first object it failed on and how many more."""
     build = builder.build
     try:
-        return [build(item) for item in items]
+        objects = [build(item) for item in items]
     except EXPRESSION_ERRORS as first:
         if builder.position(first) is None:
             raise
+    else:
+        if builder.grows:
+            _check_sizes(objects, file)
+        return objects
     failures: dict[tuple[Position, str], list[Any]] = {}
     objects = []
     for item in items:
@@ -531,6 +541,37 @@ def build_all(builder: Builder, items: Sequence[Any], file: str, kind: str) -> l
         problems.append(Problem(f"template failed: {reason}{more}", file=file, line=at[0], column=at[1],
                                 obj=f"{kind}/{getattr(failed[0], 'name', '?')}", compiler_style=True))
     raise UserError(sorted(problems, key=lambda p: (p.line or 0, p.column or 0)))
+
+
+# One object built may be about this large (characters of its text): a template that loops or
+# multiplies strings into a huge manifest fails here instead of in kubectl.
+MAX_OBJECT_CHARS = 1_000_000
+
+
+def _check_sizes(objects: Sequence[Any], file: str) -> None:
+    for obj in objects:
+        size = _size(obj)
+        if size > MAX_OBJECT_CHARS:
+            raise UserError.single(f"the template renders an object of about {size:,} characters, over the limit "
+                                   f"of {MAX_OBJECT_CHARS:,}", file=file)
+
+
+def _size(value: Any) -> int:
+    """About the length of ``value``'s text: its strings and keys, and a few characters per value."""
+    stack, size = [value], 0
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            size += len(item) + 2
+        elif kind is dict:
+            size += sum(len(key) + 2 if type(key) is str else 4 for key in item)
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            size += 4
+    return size
 
 
 def _reason(err: BaseException) -> str:
