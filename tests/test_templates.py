@@ -212,3 +212,49 @@ def test_a_template_is_compiled_once_per_text() -> None:
 def test_the_emitter_writes_what_the_dumper_writes_for_labels() -> None:
     doc = {"a": {f"k{i}": v for i, v in enumerate(["on", "x", "1", "é", "- y"])}, "b": [{"c": "d"}]}
     assert yamlio._fast_document(doc) == yamlio._slow_dump(doc)
+
+
+# --- templates checked against the CRDs (lint --templates --crds, validate --crds) ----------------
+
+SHARED_CRDS = REPO.parent / "shared" / "crds"
+
+
+def _crds() -> Path:
+    if not (SHARED_CRDS / "kueue").is_dir():
+        pytest.skip(f"the shared CRDs are not at {SHARED_CRDS} (the template CRD checks need them)")
+    return SHARED_CRDS
+
+
+def _edited(tmp_path: Path, kind: str, old: str, new: str) -> Path:
+    templates = tmp_path / "templates"
+    shutil.copytree(REPO / "templates", templates)
+    path = templates / f"{kind}.yaml"
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    return templates
+
+
+@pytest.mark.parametrize("kind, old, new, expected", [
+    ("ClusterQueue", "  namespaceSelector: {}\n", "  namespaceSelector: {}\n  cohortNmae: x\n",
+     ":10:3: error: spec.cohortNmae: unknown field: the CRD has no 'cohortNmae' here (did you mean 'cohortName'?)"),
+    ("ResourceFlavor", "    - operator: Exists", "    - operator: 5",
+     ":14:17: error: spec.tolerations[0].operator: wrong type: the CRD wants string, the template writes an integer"),
+    ("Topology", '      nodeLabel: "{{ level }}"', "      $if: level",
+     ":10:7: error: spec.levels[0]: missing required field 'nodeLabel'"),
+    ("ClusterQueue", "whenCanPreempt: MayStopSearch", "whenCanPreempt: Sometimes",
+     ":12:21: error: spec.flavorFungibility.whenCanPreempt: 'Sometimes' is not one of the CRD's values"),
+])
+def test_lint_checks_templates_against_the_crds(tmp_path: Path, kind: str, old: str, new: str, expected: str) -> None:
+    templates = _edited(tmp_path, kind, old, new)
+    result = invoke("lint", "--templates", str(templates), "--crds", str(_crds()))
+    assert result.exit_code == 1, result.output
+    (line,) = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert line.startswith(str(templates / f"{kind}.yaml") + expected), line
+    validated = invoke("validate", str(DEMO), "--templates", str(templates), "--crds", str(_crds()))
+    assert validated.exit_code == 1 and validated.stdout.splitlines() == [line], validated.output
+
+
+def test_the_built_in_templates_match_the_crds() -> None:
+    result = invoke("lint", "--crds", str(_crds()))
+    assert result.exit_code == 0 and "OK" in result.stdout, result.output
+    assert "InstanceType.yaml: no CRD" in result.stderr  # the gpustack CRDs are not among the shared ones
