@@ -30,6 +30,7 @@ from jinja2.runtime import Context, Undefined, new_context
 from jinja2.sandbox import SandboxedEnvironment
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.render.sandbox import TimeBudgetExceeded
 from gpustack_render.render.expr import ExprWriter, Names, Unsupported, join_text, parse_expression
 from gpustack_render.rules.read import item_at, key_at, value_at
 from gpustack_render.yamlio import is_text_map
@@ -519,8 +520,12 @@ def build_all(builder: Builder, items: Sequence[Any], file: str, kind: str) -> l
     try:
         objects = [build(item) for item in items]
     except EXPRESSION_ERRORS as first:
-        if builder.position(first) is None:
+        at = builder.position(first)
+        if at is None:
             raise
+        if isinstance(first, TimeBudgetExceeded):  # the pass is over: no second one to count objects
+            raise UserError([Problem(f"template failed: {first}", file=file, line=at[0], column=at[1],
+                                     compiler_style=True)]) from None
     else:
         if builder.grows:
             _check_sizes(objects, file)
