@@ -206,8 +206,9 @@ def dump_yaml_stream(objects: Iterable[Any]) -> str:
             out.append("---\n")  # what follows it starts its own line, as in an empty document
             _emit_document(doc, out)
         return "".join(out)
-    except NotSimple:
-        pass
+    except NotSimple as err:
+        from gpustack_render import timing
+        timing.note(f"write: YAML by libyaml's dumper, not the block emitter (a value it does not write: {err})")
     return yaml.dump_all(documents, Dumper=StreamDumper, sort_keys=False, explicit_start=True,
                          default_flow_style=False, allow_unicode=True, width=1 << 20)
 

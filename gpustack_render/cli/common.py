@@ -120,6 +120,8 @@ def report_timings() -> None:
     """With ``-v``: how long each pipeline stage took (gpustack_render.timing)."""
     from gpustack_render import timing
     if verbose() and timing.STAGES:
+        for text in timing.NOTES:
+            info_line(text)
         info_line("timing: " + ", ".join(f"{name} {seconds:.3f}s" for name, seconds in timing.STAGES)
                   + f"; total {timing.elapsed():.3f}s")
 
