@@ -124,11 +124,13 @@ def main() -> int:
     theirs = Worker(args.baseline / ".venv" / "bin" / "python", args.baseline)
     runs = same = 0
     differences: list[str] = []
+    codes: dict[int, int] = {}
 
     def compare(ours_args: list[str], theirs_args: list[str], what: str) -> None:
         nonlocal runs, same
         a, b = ours.run(ours_args), theirs.run(theirs_args)
         runs += 1
+        codes[a["code"]] = codes.get(a["code"], 0) + 1
         if (a["code"], a["sha"]) == (b["code"], b["sha"]):
             same += 1
         else:
@@ -159,7 +161,8 @@ def main() -> int:
     ours.close()
     theirs.close()
     print(f"differential: {runs} runs over {len(inputs)} snapshots, {len(RULE_EDITS)} rule edits, "
-          f"{len(TEMPLATE_EDITS)} template edits: {same} identical, {runs - same} different")
+          f"{len(TEMPLATE_EDITS)} template edits: {same} identical, {runs - same} different; exit codes "
+          + ", ".join(f"{code}: {count}" for code, count in sorted(codes.items())))
     for line in differences[:50]:
         print(line)
     shutil.rmtree(work, ignore_errors=True)
