@@ -21,7 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.resolver import implicit_resolvers as _ruamel_implicit_resolvers
 
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.memo import Memo
+from gpustack_render.memo import Bounded, Memo
 
 # libyaml's classes when PyYAML has them, chosen at run time: typed Any so they can be base classes
 # (the stubs type the C and Python classes apart).
@@ -436,49 +436,109 @@ def _emit_document(doc: Any, out: list[str]) -> None:
 
 def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], seen: set[int]) -> None:
     """``pad`` starts every line but the first, which ``lead`` starts: ``pad`` on a line of its
-    own, ``""`` after the ``- `` the caller wrote."""
-    if id(mapping) in seen:  # the dumper would write an anchor and an alias
-        raise NotSimple("shared")
-    seen.add(id(mapping))
-    append, scalar_texts = out.append, _SCALAR_TEXTS
-    for prefix, value in zip(_KEY_PREFIXES[(lead, pad, tuple(mapping))], mapping.values()):
-        kind = type(value)
-        if kind is str:
-            append(f"{prefix} {scalar_texts[value]}\n")
-        elif kind is dict:
-            if value:
-                append(prefix + "\n")
-                inner = pad + "  "
-                if len(value) >= _TEXT_BLOCK_MIN and is_text_map(value):  # labels: their block once per content
-                    _not_seen(value, seen)
-                    append(_TEXT_BLOCKS[(inner, tuple(value.items()))])
-                else:
-                    _emit_mapping(value, inner, inner, out, seen)
-            else:
+    own, ``""`` after the ``- `` the caller wrote. Written by the writer of its key sequence
+    (:func:`_mapping_writer`)."""
+    key = (lead, pad, tuple(mapping))
+    write = _MAPPING_WRITERS.get(key)
+    if write is None:
+        write = _MAPPING_WRITERS[key] = _mapping_writer(key, mapping)
+    write(mapping, out, seen)
+
+
+def _emit_entry(prefix: str, value: Any, pad: str, out: list[str], seen: set[int]) -> None:
+    """One entry: ``prefix`` is its line up to the key's colon."""
+    kind = type(value)
+    if kind is str:
+        out.append(f"{prefix} {_SCALAR_TEXTS[value]}\n")
+    elif kind is dict:
+        if value:
+            out.append(prefix + "\n")
+            inner = pad + "  "
+            if len(value) >= _TEXT_BLOCK_MIN and is_text_map(value):  # labels: their block once per content
                 _not_seen(value, seen)
-                append(prefix + " {}\n")
-        elif kind is list:
-            if value:
-                append(prefix + "\n")
-                _emit_sequence(value, pad, out, seen)
+                out.append(_TEXT_BLOCKS[(inner, tuple(value.items()))])
             else:
-                _not_seen(value, seen)
-                append(prefix + " []\n")
+                _emit_mapping(value, inner, inner, out, seen)
         else:
-            append(f"{prefix} {_scalar(value, kind)}\n")
+            _not_seen(value, seen)
+            out.append(prefix + " {}\n")
+    elif kind is list:
+        if value:
+            out.append(prefix + "\n")
+            _emit_sequence(value, pad, out, seen)
+        else:
+            _not_seen(value, seen)
+            out.append(prefix + " []\n")
+    else:
+        out.append(f"{prefix} {_scalar(value, kind)}\n")
 
 
-def _key_prefixes(content: tuple[str, str, tuple[Any, ...]]) -> tuple[str, ...]:
-    """Each key's line up to its value (``lead`` starting the first line, ``pad`` the others),
-    for the mappings of one key sequence (a kind's objects share a few)."""
+Writer = Callable[[dict[Any, Any], list[str], set[int]], None]
+_INLINE_DEPTH = 4  # nested mappings written out inside their parent's writer
+
+
+def _mapping_writer(content: tuple[str, str, tuple[Any, ...]], example: dict[Any, Any]) -> Writer:
+    """The writer of the mappings with one key sequence at one indentation (a kind's objects share a
+    few), generated from the first one written: every entry written out, a string value in one step
+    (its text memoised, the key's line prefix a constant), a nested mapping with the example's keys
+    written out in place (its keys checked first), anything else by :func:`_emit_entry`. Every
+    mapping it writes is written from its own content; one written twice in a document is an
+    anchor for the dumper (:class:`NotSimple`)."""
     lead, pad, keys = content
-    if not all(type(key) is str for key in keys):  # 1 and True are one key of this memo: the dumper decides
-        raise NotSimple("key")
-    return tuple((lead if index == 0 else pad) + _key_text(key) + ":" for index, key in enumerate(keys))
+    code = _WriterCode()
+    code.mapping("m", example, lead, pad, 1, 0)
+    namespace = {"P": code.prefixes, "K": code.keys, "S": _SCALAR_TEXTS, "ENTRY": _emit_entry,
+                 "NotSimple": NotSimple, "TB": _TEXT_BLOCKS, "TEXT_MAP": is_text_map, "MIN": _TEXT_BLOCK_MIN}
+    exec("def write(m, out, seen):\n" + "\n".join(code.lines), namespace)  # our generated code
+    write: Writer = namespace["write"]  # type: ignore[assignment]
+    return write
 
 
-# Key sequences repeat across every object of a kind: their line prefixes are written once.
-_KEY_PREFIXES: Memo[tuple[str, str, tuple[Any, ...]], tuple[str, ...]] = Memo(_key_prefixes, 4096)
+class _WriterCode:
+    """The source of one generated mapping writer (:func:`_mapping_writer`)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.prefixes: list[str] = []
+        self.keys: list[tuple[str, ...]] = []
+        self.count = 0
+
+    def line(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def mapping(self, var: str, example: dict[Any, Any], lead: str, pad: str, depth: int, nesting: int) -> None:
+        if not all(type(key) is str for key in example):  # 1 and True are one key of the memo: the dumper decides
+            raise NotSimple("key")
+        self.line(depth, f"if id({var}) in seen: raise NotSimple('shared')")
+        self.line(depth, f"seen.add(id({var}))")
+        names = []
+        for _key in example:
+            self.count += 1
+            names.append(f"v{self.count}")
+        self.line(depth, f"{''.join(n + ', ' for n in names)}= {var}.values()")
+        for index, (key, name) in enumerate(zip(example, names)):
+            prefix = len(self.prefixes)
+            self.prefixes.append((lead if index == 0 else pad) + _key_text(key) + ":")
+            self.entry(name, example[key], prefix, pad, depth, nesting)
+
+    def entry(self, name: str, sample: Any, prefix: int, pad: str, depth: int, nesting: int) -> None:
+        self.line(depth, f"if type({name}) is str: out.append(f'{{P[{prefix}]}} {{S[{name}]}}\\n')")
+        inner = pad + "  "
+        if type(sample) is dict and sample and nesting < _INLINE_DEPTH \
+                and not (len(sample) >= _TEXT_BLOCK_MIN and is_text_map(sample)):
+            self.keys.append(tuple(sample))
+            self.line(depth, f"elif type({name}) is dict and tuple({name}) == K[{len(self.keys) - 1}]:")
+            self.line(depth + 1, f"out.append(P[{prefix}] + '\\n')")
+            self.mapping(name, sample, inner, inner, depth + 1, nesting + 1)
+        elif type(sample) is dict and sample:  # a labels block
+            self.line(depth, f"elif type({name}) is dict and len({name}) >= MIN and TEXT_MAP({name}):")
+            self.line(depth + 1, f"if id({name}) in seen: raise NotSimple('shared')")
+            self.line(depth + 1, f"seen.add(id({name}))")
+            self.line(depth + 1, f"out.append(P[{prefix}] + '\\n'); out.append(TB[({inner!r}, tuple({name}.items()))])")
+        self.line(depth, f"else: ENTRY(P[{prefix}], {name}, {pad!r}, out, seen)")
+
+
+_MAPPING_WRITERS: Bounded[tuple[str, str, tuple[Any, ...]], Writer] = Bounded(4096)
 
 
 _ONLY_STR = frozenset({str})

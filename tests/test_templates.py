@@ -259,3 +259,18 @@ def test_the_built_in_templates_match_the_crds() -> None:
     result = invoke("lint", "--crds", str(_crds()))
     assert result.exit_code == 0 and "OK" in result.stdout, result.output
     assert "InstanceType.yaml: no CRD" in result.stderr  # the gpustack CRDs are not among the shared ones
+
+
+def test_an_object_edited_after_rendering_is_written_with_its_edit() -> None:
+    """One YAML writer, writing each object from its own content (no row kept beside it): an edit
+    made after rendering is in the YAML output as it is in the JSON output."""
+    from gpustack_render.cli.common import prepare
+    from gpustack_render.emit import format_objects
+    objects = Renderer().render_plan(prepare((str(DEMO),), (), None).evaluation.plan)
+    first_yaml = format_objects(objects, "yaml")
+    node_features = [o for o in objects if o["kind"] == "NodeFeature"]
+    node_features[0]["metadata"]["labels"]["edited"] = "after"
+    node_features[1]["spec"]["labels"] = {"only": "this"}
+    text = format_objects(objects, "yaml")
+    assert text != first_yaml and "    edited: after\n" in text and "  labels:\n    only: this\n" in text
+    assert list(yaml.safe_load_all(text)) == json.loads(format_objects(objects, "json"))["items"]
