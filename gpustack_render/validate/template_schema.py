@@ -29,16 +29,16 @@ Position = tuple[int, int] | None
 
 
 def lint_templates(result: LintResult, templates_dir: Path | None, crds_dir: Path | None) -> list[str]:
-    """``lint --templates/--crds``: the templates' problems added to ``result`` (and their files);
-    the notes to print (kinds without a CRD)."""
+    """``lint --templates/--crds``: the templates' problems added to ``result``; the notes to print
+    (kinds without a CRD, what was checked)."""
     from gpustack_render.validate.crd_schema import load_crd_dir
     directory = templates_dir or default_templates_dir()
     if not directory.is_dir():
         raise UserError.single("templates directory not found", file=str(directory))
     problems, notes = check_templates(directory, load_crd_dir(crds_dir) if crds_dir is not None else None)
     result.problems.extend(problems)
-    result.files.extend(template_file(directory, kind) for kind in RENDER_KINDS + (CATALOG_KIND,))
-    return notes
+    checked = "compiled and checked against the CRDs of " + str(crds_dir) if crds_dir is not None else "compiled"
+    return notes + [f"{len(RENDER_KINDS) + 1} templates of {directory} {checked}"]
 
 
 def check_templates(templates_dir: Path, crds: Crds | None) -> tuple[list[Problem], list[str]]:
