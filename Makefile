@@ -22,9 +22,11 @@ test: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=10; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
-# docs/rules.md is generated from real runs; tests/test_docs.py fails when it is stale
+# docs/rules.md and docs/inputs.md are generated from real runs; tests/test_docs.py and
+# tests/test_inputs_doc.py fail when they are stale
 docs: $(STAMP)
 	$(BIN)/python docs/tools/build_rules_md.py
+	$(BIN)/python docs/tools/build_inputs_md.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench.py

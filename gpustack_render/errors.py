@@ -8,7 +8,7 @@ at once and the CLI can map them to exit code 2 without a traceback.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 PROG = "gpustack-render"
 
@@ -66,13 +66,18 @@ class UserError(Exception):
 
 
 class Diagnostics:
-    """Collects warnings (stderr, never the exit code) in a deterministic order."""
+    """Collects warnings (stderr, never the exit code) in a deterministic order. ``place``, when
+    set, may put where a warning's object came from in front of it (the snapshot file and line of
+    a Node's label: gpustack_render.snapshot.place)."""
 
     def __init__(self) -> None:
         self._seen: set[str] = set()
         self.warnings: list[str] = []
+        self.place: Callable[[str], str] | None = None
 
     def warn(self, message: str) -> None:
+        if self.place is not None:
+            message = self.place(message)
         if message not in self._seen:
             self._seen.add(message)
             self.warnings.append(message)

@@ -23,12 +23,14 @@ class Context:
     settings: dict[str, bool]
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     _evaluation: Evaluation | None = None
+    paths: tuple[str, ...] = ()  # the snapshot paths given, for warnings about the snapshot as a whole
 
     @property
     def evaluation(self) -> Evaluation:
         if self._evaluation is None:
             with stage("evaluate"):
                 self._evaluation = evaluate(self.snapshot, self.rules, self.settings, self.diagnostics)
+            self.diagnostics.extend(no_local_queue_warnings(self, self._evaluation))
         return self._evaluation
 
     _partial_evaluation: Evaluation | None = None
@@ -73,7 +75,7 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
     with stage("snapshot"):
         snapshot = load_snapshot(snapshot_paths, rules.settings_source, rules.vocabulary.workerApiGroup)
     settings = effective_settings(rules.setting_defaults, snapshot.settings, snapshot.settings_origin, overrides)
-    ctx = Context(rules, snapshot, settings)
+    ctx = Context(rules, snapshot, settings, paths=tuple(snapshot_paths))
     for file in snapshot.unused_files:
         ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
                              f"InstanceType, the Kueue chain, the settings object)")
@@ -82,6 +84,20 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
                                "pruning GitOps tool applies by deleting every flavor and queue (pass "
                                "--allow-empty if that is meant)", file=", ".join(snapshot_paths))
     return ctx
+
+
+def no_local_queue_warnings(ctx: Context, evaluation: Evaluation) -> list[str]:
+    """Queues rendered but no LocalQueue, because the snapshot has no Namespace that is not reserved
+    (typically captured without Namespaces): applied, that prunes every LocalQueue of the cluster."""
+    plan = evaluation.plan
+    if plan.local_queues or not plan.cluster_queues:
+        return []
+    held = ", ".join(ctx.snapshot.namespaces)
+    why = f"only reserved Namespaces ({held})" if held else "no Namespace"
+    return [f"{', '.join(ctx.paths) or 'snapshot'}: the snapshot holds {why}, so no LocalQueue is rendered "
+            f"for the {len(plan.cluster_queues)} ClusterQueue(s) (applied with pruning, the cluster's LocalQueues "
+            f"would be deleted); capture the Namespaces too (`gpustack-render snapshot` does, or "
+            f"`kubectl get namespaces -o yaml`)"]
 
 
 def render_objects(ctx: Context, templates_dir: Path | None) -> list[dict[str, Any]]:
@@ -131,9 +147,8 @@ def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | N
     from gpustack_render.validate.crd_schema import crds_from_objects, load_crd_dir
     from gpustack_render.validate import Outcome, validate_objects
     if crds_dir is not None and not skip_schema:  # the templates first: their problems at file:line:col
-        from gpustack_render.rules.resources import default_templates_dir
         from gpustack_render.validate.template_schema import check_templates
-        problems, notes = check_templates(templates_dir or default_templates_dir(), load_crd_dir(crds_dir))
+        problems, notes = check_templates(templates_dir, load_crd_dir(crds_dir))
         if problems:
             return Outcome(lines=[p.format() for p in problems], notes=notes)
     objects = render_objects(ctx, templates_dir)

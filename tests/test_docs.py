@@ -19,8 +19,9 @@ DOCS = REPO / "docs"
 BUILDER = DOCS / "tools" / "build_rules_md.py"
 
 
-def builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_rules_md", BUILDER)
+def builder(name: str = "build_rules_md") -> ModuleType:
+    """A page builder of docs/tools/ (tests/test_inputs_doc.py loads build_inputs_md)."""
+    spec = importlib.util.spec_from_file_location(name, BUILDER.with_name(f"{name}.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from cli_invoke import CliResult, invoke
+from cli_invoke import invoke
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,15 @@ def workflow_scripts() -> list[str]:
 
 
 def hook_commands() -> list[list[str]]:
-    return [shlex.split(hook["entry"]) + list(hook.get("args", [])) for hook in load(HOOKS)]
+    """Every `gpustack-render` command line a hook's entry can run, with the hook's args in place of "$@"."""
+    out = []
+    for hook in load(HOOKS):
+        entry, args = shlex.split(hook["entry"]), list(hook.get("args", []))
+        if entry[:2] != ["sh", "-c"]:
+            out.append(entry + args)
+            continue
+        out += [[t for token in cmd for t in (args if token == "$@" else [token])] for cmd in invocations(entry[2])]
+    return out
 
 
 def all_invocations() -> list[tuple[str, list[str]]]:
@@ -124,8 +132,12 @@ def test_the_files_use_the_commands_they_document() -> None:
     assert {("plugin.yaml generate", "render"), ("plugin.yaml init", "validate"),
             (".pre-commit-hooks.yaml", "validate"), (".pre-commit-hooks.yaml", "render")} <= used
     assert {"snapshot", "validate", "diff", "render"} <= {sub for where, sub in used if where == "workflow"}
-    markdown = [cmd for where, cmd in all_invocations() if cmd[1] == "diff" and "--format" in cmd]
+    diffs = [cmd for where, cmd in all_invocations() if cmd[1] == "diff" and "--format" in cmd]
+    markdown = [cmd for cmd in diffs if "--guard-removals" not in cmd]
     assert markdown and all(cmd[cmd.index("--format") + 1] == "markdown" for cmd in markdown)
+    # The removal guard runs in every job of the workflow (the pull request's, render's, snapshot's).
+    guards = [cmd for where, cmd in all_invocations() if where == "workflow" and "--guard-removals" in cmd]
+    assert len(guards) == 3 and all(cmd[1] == "diff" and "--against" in cmd for cmd in guards), guards
     # Every validate either checks schemas against CRDs or says it skips them (no warning per sync).
     validates = [cmd for where, cmd in all_invocations() if cmd[1] == "validate" and where != ".pre-commit-hooks.yaml"]
     assert validates and all(("--crds" in cmd) != ("--skip-schema" in cmd) for cmd in validates), validates
@@ -270,10 +282,12 @@ def _render(*args: str) -> str:
     return proc.stdout
 
 
-def _hook(argv: list[str], cwd: Path) -> CliResult:
-    """A pre-commit hook's command (``gpustack-render ...`` with the hook's args), in process."""
-    assert argv[0] == "gpustack-render", argv
-    return invoke(*argv[1:], cwd=cwd)
+def _hook(hook_id: str, cwd: Path, args: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a pre-commit hook as pre-commit does: its entry (split like a shell) with its args (or
+    ``args``, as a .pre-commit-config.yaml overrides them) appended, from the repository root."""
+    [hook] = [h for h in load(HOOKS) if h["id"] == hook_id]
+    argv = shlex.split(hook["entry"]) + (list(hook.get("args", [])) if args is None else args)
+    return subprocess.run(argv, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300)
 
 
 def _with_overlay(rules: Path, overlay: Path, target: Path) -> Path:
@@ -359,13 +373,12 @@ def test_argocd_overlay_annotates_every_instance_type_and_nothing_else(tmp_path:
 def test_pre_commit_validate_hook_runs_on_a_repo_layout(tmp_path: Path) -> None:
     shutil.copytree(DEMO, tmp_path / "snapshot")
     shutil.copytree(REPO / "rules", tmp_path / "rules")
-    validate = next(cmd for cmd in hook_commands() if cmd[1] == "validate")
-    proc = _hook(validate, tmp_path)
+    proc = _hook("gpustack-render-validate", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     queues = tmp_path / "rules" / "queues.yaml"
     queues.write_text(queues.read_text(encoding="utf-8").replace("maxFlavorsPerGroup: 64", "maxFlavorsPerGroup: 1"),
                       encoding="utf-8")
-    proc = _hook(validate, tmp_path)
+    proc = _hook("gpustack-render-validate", tmp_path)
     assert proc.returncode == 1 and "plan refused (TooManyFlavors" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -374,18 +387,18 @@ def test_pre_commit_render_hook_keeps_the_directory_in_step(tmp_path: Path) -> N
     shutil.copytree(REPO / "rules", tmp_path / "rules")
     render = next(cmd for cmd in hook_commands() if cmd[1] == "render")
     target = tmp_path / render[render.index("-o") + 1]
-    proc = _hook(render, tmp_path)
+    proc = _hook("gpustack-render-render", tmp_path)
     assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
     first = {p.name: p.read_bytes() for p in target.iterdir()}
     assert "kustomization.yaml" in first and len(first) > 1
     # Unchanged inputs: the same files, byte for byte (pre-commit sees no modification).
-    proc = _hook(render, tmp_path)
+    proc = _hook("gpustack-render-render", tmp_path)
     assert proc.returncode == 0 and {p.name: p.read_bytes() for p in target.iterdir()} == first
     # A rules change rewrites the directory (pre-commit then fails the commit, like a formatter).
     naming = tmp_path / "rules" / "naming.yaml"
     naming.write_text(naming.read_text(encoding="utf-8").replace('topology: "gpustack-{profile}"',
                                                                    'topology: "topo-{profile}"'), encoding="utf-8")
-    proc = _hook(render, tmp_path)
+    proc = _hook("gpustack-render-render", tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert any(name.startswith("topology-topo-fnv64-") for name in (p.name for p in target.iterdir()))
 
@@ -399,3 +412,98 @@ def test_output_overlays_are_valid_rule_files(overlay: Path, tmp_path: Path) -> 
     (rules / "output.yaml").write_text(load_text(overlay).replace("annotations:", "annotation:"), encoding="utf-8")
     result = invoke("lint", "--rules", str(rules))
     assert result.exit_code == 1 and "output.yaml:" in result.output, result.output
+
+
+# --- overlays: one rule file and one template in the application (issue 24 points 3 and 4) ----------
+
+TOPOLOGY_NAME = 'topology: "gpustack-{profile}"'
+LQ_ANCHOR = '  name: "{{ obj.name }}"\n'
+
+
+def _one_rule_file_and_one_template(app: Path) -> None:
+    """rules/ with only naming.yaml (a changed Topology name), templates/ with only LocalQueue.yaml
+    (a team label)."""
+    (app / "rules").mkdir(parents=True)
+    text = load_text(REPO / "rules" / "naming.yaml")
+    assert TOPOLOGY_NAME in text
+    (app / "rules" / "naming.yaml").write_text(text.replace(TOPOLOGY_NAME, 'topology: "topo-{profile}"'),
+                                               encoding="utf-8")
+    (app / "templates").mkdir()
+    text = load_text(REPO / "templates" / "LocalQueue.yaml")
+    assert LQ_ANCHOR in text
+    (app / "templates" / "LocalQueue.yaml").write_text(text.replace(LQ_ANCHOR, LQ_ANCHOR + "  labels:\n    team: ml\n"),
+                                                        encoding="utf-8")
+
+
+def _assert_overlays_applied(manifests: str) -> None:
+    docs = list(yaml.safe_load_all(manifests))
+    queues = [d for d in docs if d["kind"] == "LocalQueue"]
+    assert queues and all(q["metadata"]["labels"] == {"team": "ml"} for q in queues)
+    assert any(d["kind"] == "Topology" and d["metadata"]["name"].startswith("topo-fnv64-") for d in docs)
+
+
+def test_argocd_plugin_uses_the_applications_rule_and_template_overlays(tmp_path: Path) -> None:
+    env = _plugin_env(tmp_path / "image")
+    app = tmp_path / "app"
+    shutil.copytree(DEMO, app / "snapshot")
+    _one_rule_file_and_one_template(app)
+    init, generate = _sync(app, env)
+    assert init.returncode == 0 and generate.returncode == 0, init.stderr + generate.stderr
+    _assert_overlays_applied(generate.stdout)
+    # Exactly the render of the overlay plus the Argo CD Output rules, with the template overlay.
+    expected_rules = tmp_path / "expected-rules"
+    shutil.copytree(app / "rules", expected_rules)
+    shutil.copyfile(ARGOCD_OUTPUT, expected_rules / "output.yaml")
+    assert generate.stdout == _render(str(DEMO), "--rules", str(expected_rules), "--templates", str(app / "templates"))
+    # The schema check of init renders with the template too: a template the CRD refuses fails the sync.
+    if (CRDS / "kueue").is_dir():
+        shutil.copytree(CRDS, app / "crds")
+        template = app / "templates" / "LocalQueue.yaml"
+        template.write_text(load_text(template).replace("spec:\n", "spec:\n  stopPolicy: Sometimes\n"), encoding="utf-8")
+        init, _ = _sync(app, env)
+        assert init.returncode == 1 and "stopPolicy" in init.stdout, init.stdout + init.stderr
+
+
+def test_argocd_plugin_compares_output_rules_by_content(tmp_path: Path) -> None:
+    env = _plugin_env(tmp_path / "image")
+    app = tmp_path / "app"
+    shutil.copytree(DEMO, app / "snapshot")
+    shutil.copytree(REPO / "rules", app / "rules")
+    # docs/rules.md §5: the schemas written beside the rules, every rule file's first line relinked.
+    relink = invoke("schema", "-o", str(tmp_path / "gitops-schemas"), "--rules", str(app / "rules"))
+    assert relink.exit_code == 0, relink.stderr
+    output = app / "rules" / "output.yaml"
+    assert not filecmp.cmp(output, REPO / "rules" / "output.yaml", shallow=False)   # the bytes differ
+    init, generate = _sync(app, env)
+    assert init.returncode == 0 and generate.returncode == 0, init.stderr + generate.stderr
+    # A comment of its own, and the file under another name: still the built-in content, accepted.
+    output.rename(app / "rules" / "output-rules.yml")
+    (app / "rules" / "output-rules.yml").write_text("# ours\n" + load_text(app / "rules" / "output-rules.yml"),
+                                                     encoding="utf-8")
+    init, generate2 = _sync(app, env)
+    assert init.returncode == 0 and generate2.stdout == generate.stdout, init.stderr
+    # Other content is refused, naming the file, whatever its name.
+    (app / "rules" / "output-rules.yml").write_text(load_text(FLUX_OUTPUT), encoding="utf-8")
+    init, _ = _sync(app, env)
+    assert init.returncode == 2 and init.stdout == "" and init.stderr.startswith(
+        "gpustack-render plugin: error: rules/output-rules.yml: the plugin renders with its own Output rules"), init.stderr
+
+
+def test_pre_commit_hooks_use_the_applications_templates(tmp_path: Path) -> None:
+    shutil.copytree(DEMO, tmp_path / "snapshot")
+    _one_rule_file_and_one_template(tmp_path)
+    proc = _hook("gpustack-render-render", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rendered = tmp_path / "rendered"
+    _assert_overlays_applied("".join("---\n" + p.read_text(encoding="utf-8") for p in sorted(rendered.iterdir())
+                                     if p.name != "kustomization.yaml"))
+    # A template mistake fails the validate hook (it renders with templates/, not the built-in ones).
+    template = tmp_path / "templates" / "LocalQueue.yaml"
+    template.write_text(load_text(template).replace('"{{ obj.name }}"', '"{{ obj.nmae }}"', 1), encoding="utf-8")
+    proc = _hook("gpustack-render-validate", tmp_path)
+    assert proc.returncode == 2 and "LocalQueue.yaml" in proc.stderr, proc.stdout + proc.stderr
+    # args that name --templates themselves (another layout) are used as they are, not doubled.
+    shutil.move(tmp_path / "templates", tmp_path / "gitops-templates")
+    proc = _hook("gpustack-render-render", tmp_path, ["snapshot", "--rules", "rules", "--templates",
+                                                      "gitops-templates", "-o", "rendered"])
+    assert proc.returncode == 2 and "gitops-templates/LocalQueue.yaml" in proc.stderr, proc.stderr

@@ -176,8 +176,11 @@ def _two_files_of_one_kind(r: Path) -> list[Want]:
 
 
 def _missing_kind(r: Path) -> list[Want]:
+    """A full copy (inherit: false) lacking a kind; an overlay would inherit it."""
     (r / "namespaces.yaml").unlink()
-    return [Want(None, None, "no rule file of kind Namespaces")]
+    (r / "rules.yaml").write_text("apiVersion: render.gpustack.ai/v1alpha1\nkind: Rules\ninherit: false\n",
+                                  encoding="utf-8")
+    return [Want(None, None, "no rule file of kind Namespaces (rules.yaml says inherit: false)")]
 
 
 def _unknown_rule_kind(r: Path) -> list[Want]:

@@ -289,8 +289,11 @@ def _bad_resource_base(rules: Path) -> list[Expect]:
 
 
 def _missing_kind(rules: Path) -> list[Expect]:
+    """A full copy (inherit: false) lacking a kind; an overlay inherits it (tests/test_overlay.py)."""
     (rules / "queues.yaml").unlink()
-    return [Expect(None, None, ("no rule file of kind Queues",))]
+    (rules / "rules.yaml").write_text("apiVersion: render.gpustack.ai/v1alpha1\nkind: Rules\ninherit: false\n",
+                                      encoding="utf-8")
+    return [Expect(None, None, ("no rule file of kind Queues", "rules.yaml says inherit: false"))]
 
 
 def _duplicate_kind(rules: Path) -> list[Expect]:
@@ -321,8 +324,7 @@ def _api_version(rules: Path) -> list[Expect]:
 def _unknown_kind(rules: Path) -> list[Expect]:
     text = replace(rules, "namespaces.yaml", "kind: Namespaces", "kind: Namespace")
     return [Expect("namespaces.yaml", line_of(text, "kind: Namespace"), ("Namespace", "did you mean 'Namespaces'"),
-                   "kind"),
-            Expect(None, None, ("no rule file of kind Namespaces",))]
+                   "kind")]  # the kind Namespaces itself is inherited (an overlay)
 
 
 def _unknown_grouping_field(rules: Path) -> list[Expect]:
@@ -527,11 +529,12 @@ def test_missing_templates_directory(tmp_path: Path) -> None:
     assert str(tmp_path / "nope") in proc.stderr
 
 
-def test_missing_template_file(tmp_path: Path) -> None:
+def test_missing_template_file_is_the_built_in_one(tmp_path: Path) -> None:
+    """--templates is an overlay: a kind the directory has no template of renders with the built-in one."""
     templates = copy_templates(tmp_path)
     (templates / "InstanceType.yaml").unlink()
-    stderr = run_template_failure(templates)
-    assert "InstanceType.yaml" in stderr
+    proc = run_cli("render", "--templates", str(templates), "fixtures/demo")
+    assert proc.returncode == 0 and proc.stdout == run_cli("render", "fixtures/demo").stdout, proc.stderr
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ LISTS: dict[str, list[dict[str, Any]]] = {
     "/apis/kueue.x-k8s.io/v1beta2/resourceflavors": [],
     "/apis/kueue.x-k8s.io/v1beta2/clusterqueues": [],
     "/apis/kueue.x-k8s.io/v1beta2/localqueues": LOCAL_QUEUES,
+    "/apis/kueue.x-k8s.io/v1beta2/workloads": [],
     "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/gpustack-system/nodefeatures": [],
 }
 OBJECTS: dict[str, dict[str, Any]] = {
@@ -65,8 +66,11 @@ OBJECTS: dict[str, dict[str, Any]] = {
 }
 
 
-def discovery(lists: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """``/api`` and ``/apis`` as a real API server answers them, for the groups of ``lists``."""
+def discovery(lists: dict[str, list[dict[str, Any]]],
+              preferred: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """``/api`` and ``/apis`` as a real API server answers them, for the groups of ``lists``: a
+    group's versions in the order its paths first appear, ``preferred`` (by group) or the first one
+    its preferredVersion."""
     versions: dict[str, list[str]] = {}
     for path in lists:
         parts = path.split("/")
@@ -75,7 +79,8 @@ def discovery(lists: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any
             if parts[3] not in versions[parts[2]]:
                 versions[parts[2]].append(parts[3])
     groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
-               "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+               "preferredVersion": {"groupVersion": f"{g}/{(preferred or {}).get(g, vs[0])}",
+                                    "version": (preferred or {}).get(g, vs[0])}}
               for g, vs in sorted(versions.items())]
     return {"/api": {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.1:6443"}]},
@@ -88,16 +93,18 @@ DISCOVERY = discovery(LISTS)
 class FakeApiServer:
     """Serves LISTS with paging and discovery; ``status`` overrides the answer for a path (or
     ``"*"``), ``page_status`` for one page of a list (``(path, continue token)``); ``html`` answers
-    every request 200 with a web page, like a wrong ingress; ``lists`` replaces LISTS."""
+    every request 200 with a web page, like a wrong ingress; ``lists`` replaces LISTS; ``preferred``
+    names a group's preferredVersion in discovery (default: the first of its versions in ``lists``)."""
 
     def __init__(self, status: dict[str, int] | None = None, page_status: dict[tuple[str, str], int] | None = None,
                  html: bool = False, lists: dict[str, list[dict[str, Any]]] | None = None,
-                 remaining_count: bool = False, tls: tuple[Path, Path] | None = None) -> None:
+                 remaining_count: bool = False, tls: tuple[Path, Path] | None = None,
+                 preferred: dict[str, str] | None = None) -> None:
         self.requests: list[tuple[str, dict[str, list[str]], str]] = []
         self.status = status or {}
         self.page_status = page_status or {}
         self.lists = LISTS if lists is None else lists
-        self.objects = {**OBJECTS, **discovery(self.lists)}
+        self.objects = {**OBJECTS, **discovery(self.lists, preferred)}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -362,21 +369,103 @@ def test_a_missing_crd_group_is_a_warning_and_the_rest_is_captured(tmp_path: Pat
     lines = result.stderr.splitlines()
     assert [line.split(" (")[0] for line in lines] == [
         f"gpustack-render: warning: skipping {kind}"
-        for kind in ("Topology", "AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue")]
+        for kind in ("Topology", "AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Workload")]
     assert all("not served by the cluster" in line for line in lines)
     assert not any("kueue" in path for path, _, _ in fake.requests), "discovery already said Kueue is absent"
     kinds = [item["kind"] for item in json.loads(out.read_text(encoding="utf-8"))["items"]]
     assert kinds.count("Node") == 5 and kinds.count("Namespace") == 2 and kinds.count("Secret") == 1
 
 
-def test_an_older_crd_version_is_named_in_the_warning(tmp_path: Path) -> None:
-    lists = {path.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"): items for path, items in LISTS.items()}
+def _at(version_of: dict[str, str], lists: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``lists`` (LISTS) with each group of ``version_of`` served at that version instead, its objects'
+    apiVersion too."""
+    moved: dict[str, list[dict[str, Any]]] = {}
+    for path, items in (LISTS if lists is None else lists).items():
+        parts = path.split("/")
+        if parts[1] == "apis" and parts[2] in version_of:
+            parts[3] = version_of[parts[2]]
+            items = [{**i, "apiVersion": f"{parts[2]}/{parts[3]}"} if "apiVersion" in i else i for i in items]
+        moved["/".join(parts)] = items
+    return moved
+
+
+def _captured(result: Any) -> dict[str, list[str]]:
+    """kind -> the apiVersions of the captured objects of that kind."""
+    out: dict[str, list[str]] = {}
+    for item in json.loads(result.stdout)["items"]:
+        out.setdefault(item["kind"], []).append(item["apiVersion"])
+    return out
+
+
+DEVICES = [{"apiVersion": "worker.gpustack.ai/v1alpha1", "kind": "Devices", "metadata": {"name": "node-0"},
+            "spec": {"groups": []}}]
+
+
+@pytest.mark.parametrize("version_of", [
+    {"kueue.x-k8s.io": "v1beta1"},  # an older Kueue: only v1beta1
+    {"worker.gpustack.ai": "v1"},  # a newer operator: worker.gpustack.ai/v1
+], ids=["kueue-v1beta1-only", "operator-v1-only"])
+def test_a_kind_is_read_at_the_version_the_server_serves(tmp_path: Path, version_of: dict[str, str]) -> None:
+    lists = _at(version_of, {**LISTS, "/apis/worker.gpustack.ai/v1alpha1/devices": DEVICES})
     with FakeApiServer(lists=lists) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)), "--page-size", "2")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == "", "nothing is skipped: every kind is served at a version the tool reads"
+    group, version = next(iter(version_of.items()))
+    asked = {p for p, _, _ in fake.requests if p.startswith(f"/apis/{group}/")}
+    assert asked and all(p.startswith(f"/apis/{group}/{version}/") for p in asked), asked
+    captured = _captured(result)
+    kind = "LocalQueue" if group.startswith("kueue") else "Devices"
+    assert captured[kind] and set(captured[kind]) == {f"{group}/{version}"}, captured
+
+
+def test_the_version_discovery_prefers_is_read(tmp_path: Path) -> None:
+    """Both Kueue versions served: the preferred one is listed, whichever it is, and only it."""
+    both = {**LISTS, **_at({"kueue.x-k8s.io": "v1beta1"})}
+    for preferred in ("v1beta1", "v1beta2"):
+        with FakeApiServer(lists=both, preferred={"kueue.x-k8s.io": preferred}) as fake:
+            result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
+        assert result.exit_code == 0 and result.stderr == "", result.stderr
+        asked = {p.split("/")[3] for p, _, _ in fake.requests if p.startswith("/apis/kueue.x-k8s.io/")}
+        assert asked == {preferred}, (preferred, asked)
+        assert set(_captured(result)["LocalQueue"]) == {f"kueue.x-k8s.io/{preferred}"}
+
+
+def test_a_preferred_version_the_tool_does_not_read_is_passed_over(tmp_path: Path) -> None:
+    """A future Kueue preferring v1 beside v1beta2: v1beta2 is read; serving only v1: skipped, saying why."""
+    beside = {**LISTS, **_at({"kueue.x-k8s.io": "v1"})}
+    with FakeApiServer(lists=beside, preferred={"kueue.x-k8s.io": "v1"}) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    assert not any(p.startswith("/apis/kueue.x-k8s.io/v1/") for p, _, _ in fake.requests)
+    assert set(_captured(result)["LocalQueue"]) == {"kueue.x-k8s.io/v1beta2"}
+    with FakeApiServer(lists=_at({"kueue.x-k8s.io": "v1"})) as fake:
         result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
     assert result.exit_code == 0, result.stderr
-    assert "skipping ClusterQueue (clusterqueues.kueue.x-k8s.io/v1beta2): the cluster serves kueue.x-k8s.io " \
-           "v1beta1 only, not v1beta2" in result.stderr
-    assert json.loads(result.stdout)["kind"] == "List"
+    assert "skipping ClusterQueue (clusterqueues.kueue.x-k8s.io): the cluster serves kueue.x-k8s.io v1 only, " \
+           "and this tool reads v1beta2, v1beta1" in result.stderr
+    assert "LocalQueue" not in _captured(result)
+
+
+def test_a_kind_missing_from_the_preferred_version_is_read_at_the_next(tmp_path: Path) -> None:
+    """Kueue serving v1beta2 and v1beta1 where Topologies are only in v1beta1 (a 404 at v1beta2)."""
+    topologies = [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "t"},
+                   "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}]
+    lists = {**{p: i for p, i in LISTS.items() if not p.endswith("/topologies")},
+             "/apis/kueue.x-k8s.io/v1beta1/topologies": topologies}
+    with FakeApiServer(lists=lists) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    assert [p for p, _, _ in fake.requests if p.endswith("/topologies")] == [
+        "/apis/kueue.x-k8s.io/v1beta2/topologies", "/apis/kueue.x-k8s.io/v1beta1/topologies"]
+    assert _captured(result)["Topology"] == ["kueue.x-k8s.io/v1beta1"]
+    without = {p: i for p, i in lists.items() if not p.endswith("/topologies")}
+    with FakeApiServer(lists={**without, "/apis/kueue.x-k8s.io/v1beta1/localqueues": []}) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "gpustack-render: warning: skipping Topology (topologies.kueue.x-k8s.io): not served by the cluster at "
+        "kueue.x-k8s.io v1beta2, v1beta1 (CRD not installed?)"]
 
 
 def write_kubeconfig(tmp_path: Path, doc: Any) -> Path:
@@ -519,7 +608,7 @@ def test_progress_shows_kinds_and_pages_on_a_terminal(tmp_path: Path) -> None:
     assert "snapshot  [" in text, text
     assert "Node: page 1, 2/5 objects" in text and "Node: page 3, 5 objects" in text, text
     assert "LocalQueue: page 2, 3 objects" in text and "settings: done" in text, text
-    assert "11/11" in text, text
+    assert "12/12" in text, text
     assert json.loads(out.read_text(encoding="utf-8"))["kind"] == "List"
 
 
@@ -540,3 +629,118 @@ def test_progress_follows_the_terminal_check_and_quiet(server: FakeApiServer, tm
     # CliRunner's stderr is no terminal, so click's bar prints just its label: enough to see it ran.
     assert ("snapshot" in result.stderr) is shown, result.stderr
     assert json.loads(result.stdout)["kind"] == "List"
+
+
+# --------------------------------------------------------------------------------------------
+# Workloads: every namespace, paged, pruned to what the admission preview reads (admission.md §2)
+# --------------------------------------------------------------------------------------------
+
+CRDS = REPO.parent / "shared" / "crds"
+
+
+def _workload(namespace: str, name: str, admitted: bool) -> dict[str, Any]:
+    """A Workload as Kueue serves it: a whole Pod template and a status history, most of it not read."""
+    container = {"name": "main", "image": "vllm/vllm-openai:v0.9", "command": ["serve"],
+                 "env": [{"name": "HF_TOKEN", "value": "hf_secret"}],
+                 "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+                 "volumeMounts": [{"name": "cache", "mountPath": "/root/.cache"}]}
+    template = {"metadata": {"labels": {"app": name},
+                             "annotations": {"kueue.x-k8s.io/podset-preferred-topology": "kubernetes.io/hostname"}},
+                "spec": {"containers": [container],
+                         "initContainers": [{"name": "fetch", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+                         "overhead": {"cpu": "100m"}, "nodeSelector": {"kubernetes.io/arch": "amd64"},
+                         "affinity": {"nodeAffinity": {
+                             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                                 {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]},
+                             "preferredDuringSchedulingIgnoredDuringExecution": [
+                                 {"weight": 1, "preference": {"matchExpressions": [
+                                     {"key": "zone", "operator": "In", "values": ["a"]}]}}]},
+                             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                                 {"topologyKey": "kubernetes.io/hostname", "labelSelector": {}}]}},
+                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                         "volumes": [{"name": "cache", "emptyDir": {}}], "restartPolicy": "Never"}}
+    conditions = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok",
+                   "lastTransitionTime": "2026-11-30T10:00:00Z"},
+                  {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok",
+                   "lastTransitionTime": "2026-11-30T10:00:00Z"}]
+    status: dict[str, Any] = {"resourceRequests": [{"name": "main", "resources": {"cpu": "4"}}],
+                              "requeueState": {"count": 1}}
+    if admitted:
+        status.update(conditions=conditions, admission={"clusterQueue": "gpustack--nvidia-l4-linux-amd64",
+                                                        "podSetAssignments": [{"name": "main", "count": 1,
+                                                                               "flavors": {"cpu": "f"}}]})
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": name, "namespace": namespace, "uid": "u-" + name, "resourceVersion": "7",
+                         "creationTimestamp": "2026-11-30T09:00:00Z", "labels": {"team": "a"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": "j"}],
+                         "managedFields": [{"manager": "kueue"}]},
+            "spec": {"queueName": "gpustack-fnv64-0123456789abcdef", "priority": 100,
+                     "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass", "active": True,
+                     "podSets": [{"name": "main", "count": 2, "minCount": 1, "template": template,
+                                  "topologyRequest": {"preferred": "kubernetes.io/hostname"}}]},
+            "status": status}
+
+
+WORKLOADS = [_workload(ns, f"wl-{i}", admitted=i % 2 == 0) for i, ns in enumerate(["default", "team-a"] * 3)]
+
+
+def test_snapshot_captures_workloads_in_every_namespace_pruned(tmp_path: Path) -> None:
+    path = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+    out = tmp_path / "cluster.json"
+    with FakeApiServer(lists={**LISTS, path: WORKLOADS}) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)), "--page-size", "4",
+                        "-o", str(out))
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
+    # One cluster-wide list (every namespace), paged like the Nodes: 6 Workloads at 4 per page.
+    assert [(q.get("limit"), q.get("continue")) for q in fake.calls(path)] == [(["4"], None), (["4"], ["4"])]
+    assert not any("/namespaces/" in p and p.endswith("/workloads") for p, _, _ in fake.requests)
+    snap = json.loads(out.read_text(encoding="utf-8"))
+    captured = [i for i in snap["items"] if i["kind"] == "Workload"]
+    assert [(w["metadata"]["namespace"], w["metadata"]["name"]) for w in captured] == \
+        [(w["metadata"]["namespace"], w["metadata"]["name"]) for w in WORKLOADS]
+    template = WORKLOADS[0]["spec"]["podSets"][0]["template"]
+    assert captured[0] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": "wl-0", "namespace": "default", "creationTimestamp": "2026-11-30T09:00:00Z"},
+        "spec": {"queueName": "gpustack-fnv64-0123456789abcdef", "priority": 100, "podSets": [{
+            "name": "main", "count": 2, "topologyRequest": {"preferred": "kubernetes.io/hostname"},
+            "template": {
+                "metadata": {"annotations": template["metadata"]["annotations"]},
+                "spec": {"containers": [{"name": "main", "resources": template["spec"]["containers"][0]["resources"]}],
+                         "initContainers": [{"name": "fetch", "resources": {"requests": {"cpu": "1"}}}],
+                         "overhead": {"cpu": "100m"}, "nodeSelector": {"kubernetes.io/arch": "amd64"},
+                         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                      template["spec"]["affinity"]["nodeAffinity"][
+                                          "requiredDuringSchedulingIgnoredDuringExecution"]}},
+                         "tolerations": template["spec"]["tolerations"]}}}]},
+        "status": {"admission": WORKLOADS[0]["status"]["admission"], "conditions": WORKLOADS[0]["status"]["conditions"]}}
+    assert "status" not in captured[1], "a pending Workload: nothing of its status is read"
+    assert "hf_secret" not in out.read_text(encoding="utf-8") and "managedFields" not in captured[0]["metadata"]
+    # The capture is renderable, and the Workloads change nothing of the render.
+    with_workloads = invoke("render", str(out))
+    assert with_workloads.exit_code == 0, with_workloads.stderr
+    without = tmp_path / "without.json"
+    without.write_text(json.dumps({**snap, "items": [i for i in snap["items"] if i["kind"] != "Workload"]}),
+                       encoding="utf-8")
+    assert invoke("render", str(without)).stdout == with_workloads.stdout
+
+
+@pytest.mark.skipif(not (CRDS / "kueue").is_dir(), reason=f"Kueue CRDs not found at {CRDS} (../shared/crds)")
+def test_captured_workloads_stay_valid_workloads(tmp_path: Path) -> None:
+    """Pruned, a Workload still passes the real Kueue CRD (schema and CEL rules), at both versions."""
+    out = tmp_path / "cluster.json"
+    served = [_workload("team-a", "v2", admitted=True),
+              {**_workload("team-a", "v1", admitted=True), "apiVersion": "kueue.x-k8s.io/v1beta1"}]
+    lists = {**LISTS, "/apis/kueue.x-k8s.io/v1beta2/workloads": served[:1],
+             "/apis/kueue.x-k8s.io/v1beta1/workloads": served[1:]}
+    with FakeApiServer(lists=lists) as fake:
+        result = invoke("snapshot", "--kubeconfig", str(kubeconfig(tmp_path, fake.port)), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    workloads = [i for i in json.loads(out.read_text(encoding="utf-8"))["items"] if i["kind"] == "Workload"]
+    assert [w["metadata"]["name"] for w in workloads] == ["v2"]  # the preferred version only
+    workloads.append({**workloads[0], "apiVersion": "kueue.x-k8s.io/v1beta1", "metadata": {
+        **workloads[0]["metadata"], "name": "v1"}})
+    manifests = tmp_path / "workloads.json"
+    manifests.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": workloads}), encoding="utf-8")
+    checked = invoke("validate", "--manifests", str(manifests), "--crds", str(CRDS), "--strict")
+    assert checked.exit_code == 0 and checked.stdout == "", checked.stdout + checked.stderr

@@ -194,7 +194,7 @@ def test_shared_shape_warns_and_fails_per_node(tmp_path: Path) -> None:
     base = {k: v for k, v in _base_labels(rules).items() if k != "kubernetes.io/os"}
     snapshot = _write(tmp_path, [_node("w1", base), _node("w2", base)])
     _, warnings = _run([snapshot])
-    assert [w.split(":")[0] for w in warnings if "feeds no flavor" in w] == ["Node/w1", "Node/w2"]
+    assert [w[w.index("Node/"):].split(":")[0] for w in warnings if "feeds no flavor" in w] == ["Node/w1", "Node/w2"]
     bad = {**_base_labels(rules), rules.vocabulary.topologyProfile.label: "not-a-profile"}
     code, out, err = _cli_render(_write(tmp_path, [_node("p1", bad), _node("p2", bad)]))
     assert code == 2 and out == ""

@@ -228,7 +228,10 @@ def test_profile_format_check_follows_the_format(rules_copy: Path) -> None:
 
 
 def test_vocabulary_file_is_required(rules_copy: Path) -> None:
+    """In a full copy (inherit: false); an overlay inherits the built-in Vocabulary (tests/test_overlay.py)."""
     (rules_copy / "vocabulary.yaml").unlink()
+    (rules_copy / "rules.yaml").write_text("apiVersion: render.gpustack.ai/v1alpha1\nkind: Rules\ninherit: false\n",
+                                           encoding="utf-8")
     with pytest.raises(UserError) as err:
         load_rules(rules_copy)
     assert any("no rule file of kind Vocabulary" in p.message for p in err.value.problems)

@@ -40,6 +40,7 @@ GITHUB_REPOSITORY = "platform/cluster-config"
 PINNED = "gpustack-render @ git+https://github.com/example/gpustack-render@0123456789abcdef0123456789abcdef01234567"
 KUBECONFIG = "apiVersion: v1\nkind: Config\n# a fake kubeconfig from the GPUSTACK_KUBECONFIG secret\n"
 GIT_ID = ["-c", "user.name=Admin", "-c", "user.email=admin@example.com"]
+ALLOW_LABEL = "gpustack-render/allow-removals"
 
 
 # --- the GitHub expression language, as far as the workflow uses it --------------------------------
@@ -135,7 +136,11 @@ while i < len(args):
         endpoint, i = arg, i + 1
 listing = re.fullmatch(r"repos/([^/]+/[^/]+)/issues/(\d+)/comments", endpoint or "")
 single = re.fullmatch(r"repos/([^/]+/[^/]+)/issues/comments/(\d+)", endpoint or "")
-if listing and method == "GET":
+commit_pulls = re.fullmatch(r"repos/([^/]+/[^/]+)/commits/([0-9a-f]{40})/pulls", endpoint or "")
+if commit_pulls and method == "GET":  # the pull requests a commit belongs to (state["pulls"][sha])
+    result = [{"number": n, "labels": [{"name": label} for label in labels]}
+              for n, labels in state.get("pulls", {}).get(commit_pulls[2], [])]
+elif listing and method == "GET":
     result = [{"id": c["id"], "body": c["body"]} for c in state["comments"]
               if (c["repo"], c["issue"]) == (listing[1], int(listing[2]))]
 elif listing and method == "POST" and set(fields) == {"body"}:
@@ -192,6 +197,7 @@ class Event:
     inputs: dict[str, Any] = field(default_factory=dict)
     pr_number: int | None = None
     pr_head_repo: str = GITHUB_REPOSITORY
+    pr_labels: tuple[str, ...] = ()
 
 
 @dataclass
@@ -204,6 +210,10 @@ class JobRun:
 
     def log(self) -> str:
         return "".join(f"::group::{name}\n{out}::endgroup::\n" for name, out in self.steps)
+
+    def output(self, step: str) -> str:
+        [out] = [out for name, out in self.steps if name == step]
+        return out
 
 
 class Actions:
@@ -222,6 +232,7 @@ class Actions:
         self.home = tmp / "home"
         self.home.mkdir()
         self.runs = 0
+        self.variables: dict[str, str] = {}  # the repository's configuration variables (vars.*)
         self._git(tmp, "init", "--quiet", "--bare", "--initial-branch=main", str(self.remote))
         _write_executable(self.bin / "pip", '#!/bin/sh\nprintf \'%s\\n\' "$*" >> "$STUB_DIR/pip.log"\n')
         _write_executable(self.bin / "gh", f"#!{sys.executable}\n{GH_STUB}")
@@ -292,11 +303,13 @@ class Actions:
     def context(self, event: Event) -> dict[str, Any]:
         pull_request = None
         if event.pr_number is not None:
-            pull_request = {"number": event.pr_number, "head": {"repo": {"full_name": event.pr_head_repo}}}
+            pull_request = {"number": event.pr_number, "head": {"repo": {"full_name": event.pr_head_repo}},
+                            "labels": [{"name": label} for label in event.pr_labels]}
         ref = f"refs/pull/{event.pr_number}/merge" if event.name == "pull_request" else f"refs/heads/{event.branch}"
         return {"github": {"event_name": event.name, "ref": ref, "repository": GITHUB_REPOSITORY,
                            "token": "ghs_stub-token", "event": {"pull_request": pull_request}},
-                "inputs": dict(event.inputs), "secrets": {"GPUSTACK_KUBECONFIG": KUBECONFIG}}
+                "inputs": dict(event.inputs), "secrets": {"GPUSTACK_KUBECONFIG": KUBECONFIG},
+                "vars": dict(self.variables)}
 
     def jobs_for(self, event: Event) -> list[str]:
         context = self.context(event)
@@ -314,11 +327,15 @@ class Actions:
         files = {name: run_dir / name for name in ("output", "env", "summary")}
         for path in files.values():
             path.touch()
+        event_file = run_dir / "event.json"  # the webhook payload, as $GITHUB_EVENT_PATH holds it
+        event_file.write_text(json.dumps(context["github"]["event"]), encoding="utf-8")
+        sha = self._git(self.remote, "rev-parse", self._ref_of(event)).strip()
         env = self._base_env()
         env.update(GITHUB_ACTIONS="true", CI="true", GITHUB_EVENT_NAME=event.name,
                    GITHUB_REF=context["github"]["ref"], GITHUB_REPOSITORY=GITHUB_REPOSITORY,
                    GITHUB_WORKSPACE=str(workspace), RUNNER_TEMP=str(temp), GITHUB_OUTPUT=str(files["output"]),
-                   GITHUB_ENV=str(files["env"]), GITHUB_STEP_SUMMARY=str(files["summary"]))
+                   GITHUB_ENV=str(files["env"]), GITHUB_STEP_SUMMARY=str(files["summary"]),
+                   GITHUB_EVENT_PATH=str(event_file), GITHUB_SHA=sha)
         for scope in (self.workflow.get("env", {}), job.get("env", {})):
             env.update({k: substitute(str(v), context) for k, v in scope.items()})
         shell = self.workflow.get("defaults", {}).get("run", {}).get("shell", "bash")
@@ -343,10 +360,23 @@ class Actions:
                 return JobRun(False, done, name, files["summary"].read_text(), workspace)
         return JobRun(True, done, None, files["summary"].read_text(), workspace)
 
+    @staticmethod
+    def _ref_of(event: Event) -> str:
+        return f"pr-{event.pr_number}" if event.name == "pull_request" else event.branch
+
+    def merged_pull_request(self, number: int, labels: tuple[str, ...], commit: str = "main") -> None:
+        """Record that ``commit`` came from pull request ``number`` carrying ``labels`` (the gh stub
+        answers ``repos/R/commits/SHA/pulls`` with it)."""
+        sha = self._git(self.remote, "rev-parse", commit).strip()
+        path = self.stub / "gh.json"
+        state = json.loads(path.read_text()) if path.exists() else {"comments": [], "calls": [], "next_id": 1000}
+        state.setdefault("pulls", {}).setdefault(sha, []).append([number, list(labels)])
+        path.write_text(json.dumps(state, indent=1))
+
     def _action(self, step: dict[str, Any], event: Event, workspace: Path) -> str:
         action = step["uses"].split("@")[0]
         if action == "actions/checkout":
-            branch = f"pr-{event.pr_number}" if event.name == "pull_request" else event.branch
+            branch = self._ref_of(event)
             self._git(self.tmp, "clone", "--quiet", "--depth", "1", "--branch", branch,
                       f"file://{self.remote}", str(workspace))
             return f"checked out {branch} at {self._git(workspace, 'rev-parse', '--short', 'HEAD')}"
@@ -470,8 +500,10 @@ def test_first_run_bootstraps_the_render_then_commits_only_changes(actions: Acti
     again = actions.run("render", Event("push"))
     assert again.ok and "The committed render is up to date." in again.steps[-1][1]
     assert len(actions.log()) == 2
-    # A rules change merged to main: the render is committed again, with exactly the change.
+    # A rules change merged to main: the render is committed again, with exactly the change. Renaming
+    # the only Topology removes it (the removal guard): the pull request carried the allow label.
     actions.commit("rules: rename topologies", rename_topology)
+    actions.merged_pull_request(5, (ALLOW_LABEL,))
     run = actions.run("render", Event("push"))
     assert run.ok, run.log()
     assert actions.files("main", "gpustack/rendered") == expected_render(tmp_path, snapshot, rename_topology)
@@ -521,7 +553,7 @@ def test_pull_request_comment_carries_the_diff_and_is_updated(actions: Actions, 
     actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
     assert_ok(actions.run("render", Event("push")))
     actions.commit("rules: rename topologies", rename_topology, branch="pr-7")
-    pr = Event("pull_request", pr_number=7)
+    pr = Event("pull_request", pr_number=7, pr_labels=(ALLOW_LABEL,))  # the only Topology is renamed
     run = actions.run("pull-request", pr)
     assert run.ok, run.log()
     [comment] = actions.gh_state()["comments"]
@@ -529,7 +561,8 @@ def test_pull_request_comment_carries_the_diff_and_is_updated(actions: Actions, 
     body = comment["body"]
     assert body.startswith(f"{HEADING}\n\n**") and "| Topology | `topo-fnv64-" in body
     assert "+  name: topo-fnv64-" in body and "-  name: gpustack-fnv64-" in body   # the unified diff itself
-    assert run.summary == body and "Commented on pull request #7." in run.steps[-1][1]
+    assert run.summary == body and "Commented on pull request #7." in run.output("Post the diff on the pull request")
+    assert "**Removal guard:** allowed by the label `gpustack-render/allow-removals`" in body
     # A second push to the branch: the same comment is updated, no second one.
     def rename_again(work: Path) -> None:
         naming = work / "gpustack" / "rules" / "naming.yaml"
@@ -542,7 +575,7 @@ def test_pull_request_comment_carries_the_diff_and_is_updated(actions: Actions, 
     assert updated["id"] == comment["id"] and "| Topology | `zone-fnv64-" in updated["body"]
     methods = [c[c.index("--method") + 1] for c in actions.gh_state()["calls"] if "--method" in c]
     assert methods == ["POST", "PATCH"]
-    assert f"Updated comment {comment['id']}." in run.steps[-1][1]
+    assert f"Updated comment {comment['id']}." in run.output("Post the diff on the pull request")
     # The pull request never pushes anything.
     assert actions.log("main")[0].startswith("gpustack-render: gpustack: render")
     assert [line.split(":")[0] for line in actions.log("pr-7")][:2] == ["Admin", "Admin"]
@@ -609,6 +642,7 @@ def test_a_run_queued_behind_another_renders_on_its_commit(actions: Actions, tmp
     actions.set_cluster(demo_snapshot())
     assert_ok(actions.run("snapshot", Event("schedule")))
     actions.commit("rules: rename topologies", rename_topology)
+    actions.merged_pull_request(5, (ALLOW_LABEL,))
     run = actions.run("render", Event("push"))
     assert run.ok, run.log()
     assert actions.files("main", "gpustack/rendered") == expected_render(tmp_path, demo_snapshot(), rename_topology)
@@ -630,3 +664,139 @@ def test_rendered_instance_types_carry_the_flux_prune_annotation(actions: Action
             assert wanted.items() <= annotations.items(), obj["metadata"]["name"]
         else:
             assert not set(wanted) & set(annotations), f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+# --- the removal guard (on by default) and the overlay layout ----------------------------------------
+
+def miscounted(snapshot: str, *cards: str) -> str:
+    """``snapshot`` with each card's count label spelt out (``four``): the Nodes carrying it give no flavor,
+    so their pools' flavors, InstanceTypes and queues leave the render (issue 24 point 5)."""
+    for card in cards:
+        snapshot, n = re.subn(rf'("acceleratable\.feature\.gpustack\.ai/{card}\.count": )"\d+"', r'\1"four"', snapshot)
+        assert n, card
+    return snapshot
+
+
+def test_a_pull_request_removing_most_of_a_kind_fails_after_its_comment(actions: Actions) -> None:
+    actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
+    assert_ok(actions.run("render", Event("push")))
+    snapshot = miscounted(demo_snapshot(), "nvidia-a10g", "nvidia-tesla-t4")   # 2 of 3 ClusterQueues go
+    actions.commit("snapshot: typed counts", lambda work: (work / "gpustack" / "snapshot" / "cluster.json")
+                   .write_text(snapshot, encoding="utf-8"), branch="pr-3")
+    run = actions.run("pull-request", Event("pull_request", pr_number=3))
+    assert not run.ok and run.failed_step == "Removal guard", run.log()
+    assert "::error::gpustack-render: error: more than half of a kind's owned objects would be removed " \
+           "(InstanceType 2 of 3, ClusterQueue 2 of 3, LocalQueue 4 of 6)" in run.output("Removal guard")
+    [comment] = actions.gh_state()["comments"]   # the comment is posted all the same, and says why
+    assert "**Removal guard:** this check fails until the pull request carries the label " \
+           f"`{ALLOW_LABEL}`" in comment["body"] and "ClusterQueue 2 of 3" in comment["body"]
+    assert "| ClusterQueue | " in comment["body"]   # the diff itself is still there
+    # The label lets it through (labeled runs the check again); the comment says so.
+    run = actions.run("pull-request", Event("pull_request", pr_number=3, pr_labels=(ALLOW_LABEL,)))
+    assert run.ok, run.log()
+    [comment] = actions.gh_state()["comments"]
+    assert f"**Removal guard:** allowed by the label `{ALLOW_LABEL}`" in comment["body"]
+
+
+def test_the_max_removals_variable_caps_the_total(actions: Actions) -> None:
+    actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
+    assert_ok(actions.run("render", Event("push")))
+    snapshot = miscounted(demo_snapshot(), "nvidia-a10g")   # 5 objects, no kind losing more than half
+    actions.commit("snapshot: typed count", lambda work: (work / "gpustack" / "snapshot" / "cluster.json")
+                   .write_text(snapshot, encoding="utf-8"), branch="pr-4")
+    pr = Event("pull_request", pr_number=4)
+    assert_ok(actions.run("pull-request", pr))
+    actions.variables["GPUSTACK_RENDER_MAX_REMOVALS"] = "2"
+    run = actions.run("pull-request", pr)
+    assert not run.ok and run.failed_step == "Removal guard", run.log()
+    assert "5 owned objects would be removed (ResourceFlavor 1, InstanceType 1, ClusterQueue 1, LocalQueue 2), " \
+           "more than --max-removals 2" in run.output("Removal guard")
+
+
+def test_render_and_snapshot_jobs_refuse_removals_before_they_commit(actions: Actions, tmp_path: Path) -> None:
+    actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
+    assert_ok(actions.run("render", Event("push")))
+    rendered = actions.files("main", "gpustack/rendered")
+    bad = miscounted(demo_snapshot(), "nvidia-a10g", "nvidia-tesla-t4")
+    # The hourly snapshot: refused, nothing committed.
+    actions.set_cluster(bad)
+    run = actions.run("snapshot", Event("schedule"))
+    assert not run.ok and run.failed_step == "Removal guard", run.log()
+    assert "; not committed (run the workflow with allow-removals ticked" in run.output("Removal guard")
+    assert len(actions.log()) == 2 and actions.files("main", "gpustack/rendered") == rendered
+    # A push without a labelled pull request: refused, nothing committed.
+    actions.commit("snapshot: typed counts", lambda work: (work / "gpustack" / "snapshot" / "cluster.json")
+                   .write_text(bad, encoding="utf-8"))
+    run = actions.run("render", Event("push"))
+    assert not run.ok and run.failed_step == "Removal guard", run.log()
+    assert actions.log()[0] == "Admin: snapshot: typed counts"
+    # "Run workflow" with allow-removals ticked lets it through.
+    run = actions.run("render", Event("workflow_dispatch", inputs={"snapshot": False, "allow-removals": True}))
+    assert run.ok and "allowed by the allow-removals input" in run.output("Removal guard"), run.log()
+    assert actions.files("main", "gpustack/rendered") == expected_render(tmp_path, bad)
+
+
+def test_the_merged_pull_request_label_lets_the_render_job_through(actions: Actions, tmp_path: Path) -> None:
+    actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
+    assert_ok(actions.run("render", Event("push")))
+    bad = miscounted(demo_snapshot(), "nvidia-a10g", "nvidia-tesla-t4")
+    actions.commit("snapshot: typed counts", lambda work: (work / "gpustack" / "snapshot" / "cluster.json")
+                   .write_text(bad, encoding="utf-8"))
+    actions.merged_pull_request(9, ("documentation",))
+    assert actions.run("render", Event("push")).failed_step == "Removal guard"
+    actions.merged_pull_request(9, (ALLOW_LABEL,))
+    run = actions.run("render", Event("push"))
+    assert run.ok and f"allowed by the label {ALLOW_LABEL} of the merged pull request" \
+        in run.output("Removal guard"), run.log()
+    assert actions.files("main", "gpustack/rendered") == expected_render(tmp_path, bad)
+
+
+def overlay_repo(snapshot: str) -> Callable[[Path], None]:
+    """The overlay layout: gpustack/rules holds the Flux output.yaml and one changed rule file only,
+    gpustack/templates one changed template."""
+    def change(work: Path) -> None:
+        rules = work / "gpustack" / "rules"
+        rules.mkdir(parents=True)
+        shutil.copyfile(FLUX_OUTPUT, rules / "output.yaml")
+        shutil.copyfile(REPO / "rules" / "naming.yaml", rules / "naming.yaml")
+        rename_topology(work)
+        templates = work / "gpustack" / "templates"
+        templates.mkdir()
+        text = (REPO / "templates" / "LocalQueue.yaml").read_text(encoding="utf-8")
+        anchor = '  name: "{{ obj.name }}"\n'
+        assert anchor in text
+        (templates / "LocalQueue.yaml").write_text(text.replace(anchor, anchor + "  labels:\n    team: ml\n"),
+                                                      encoding="utf-8")
+        (work / "gpustack" / "snapshot").mkdir(parents=True)
+        (work / "gpustack" / "snapshot" / "cluster.json").write_text(snapshot, encoding="utf-8")
+    return change
+
+
+def test_an_overlay_of_one_rule_file_and_one_template_is_rendered(actions: Actions, tmp_path: Path) -> None:
+    actions.commit("gpustack: snapshot, rules and templates overlays", overlay_repo(demo_snapshot()))
+    run = actions.run("render", Event("push"))
+    assert run.ok, run.log()
+    files = actions.files("main", "gpustack/rendered")
+    base = tmp_path / "expected-overlay"
+    overlay_repo(demo_snapshot())(base)
+    proc = invoke("render", "gpustack/snapshot", "--rules", "gpustack/rules", "--templates", "gpustack/templates",
+                  "-o", "gpustack/rendered", cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    assert files == {str(p.relative_to(base)): p.read_bytes()
+                     for p in sorted((base / "gpustack" / "rendered").rglob("*")) if p.is_file()}
+    queues = [yaml.safe_load(text) for name, text in files.items() if "/localqueue-" in name]
+    assert queues and all(q["metadata"]["labels"] == {"team": "ml"} for q in queues)
+    assert any("/topology-topo-fnv64-" in name for name in files)   # the one rule file took effect
+    assert any(yaml.safe_load(text).get("kind") == "InstanceType" and
+               yaml.safe_load(text)["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/prune"] == "disabled"
+               for name, text in files.items() if not name.endswith("kustomization.yaml"))
+    # A pull request changing the template: its diff is rendered with both overlays too.
+    def relabel(work: Path) -> None:
+        template = work / "gpustack" / "templates" / "LocalQueue.yaml"
+        template.write_text(template.read_text(encoding="utf-8").replace("team: ml", "team: research"),
+                            encoding="utf-8")
+    actions.commit("templates: the research team's queues", relabel, branch="pr-6")
+    run = actions.run("pull-request", Event("pull_request", pr_number=6))
+    assert run.ok, run.log()
+    assert f"**0 added, {len(queues)} changed (LocalQueue {len(queues)}), 0 removed**" in run.summary
+    assert "+    team: research" in run.summary, run.summary

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "docs" / "tools" / "rules.md.in"
@@ -253,43 +253,46 @@ def _template(s: Scratch) -> None:
 SECTIONS = (_loop, _manufacturer, _naming, _tier, _output, _elsewhere, _facts, _template)
 
 
-def build() -> str:
-    """The page, from a fresh run of every command in it."""
+def build(template_path: Path = TEMPLATE, sections: tuple[Callable[[Scratch], None], ...] = SECTIONS) -> str:
+    """The page, from a fresh run of every command in it (docs/tools/build_inputs_md.py builds its
+    page with its own template and sections)."""
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="rules-md-") as tmp:
         scratch = Scratch(Path(tmp))
         os.chdir(tmp)
         try:
-            for section in SECTIONS:
+            for section in sections:
                 section(scratch)
         finally:
             os.chdir(cwd)
-    template = TEMPLATE.read_text(encoding="utf-8")
+    template = template_path.read_text(encoding="utf-8")
     missing = sorted(set(re.findall(r"\{\{([^}]+)\}\}", template)) - set(scratch.out))
     if missing:
-        raise KeyError(f"{TEMPLATE}: no step for {', '.join(missing)}")
+        raise KeyError(f"{template_path}: no step for {', '.join(missing)}")
     return re.sub(r"\{\{([^}]+)\}\}", lambda m: scratch.out[m.group(1)], template)
 
 
-def stale_lines(built: str, page: str) -> Iterator[str]:
+def stale_lines(built: str, page: str, name: str = "docs/rules.md") -> Iterator[str]:
     """A unified diff of the committed page against a fresh build, wall times masked."""
     return difflib.unified_diff(normalise(page).splitlines(), normalise(built).splitlines(),
-                                "docs/rules.md (committed)", "docs/rules.md (built now)", lineterm="")
+                                f"{name} (committed)", f"{name} (built now)", lineterm="")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], page: Path = PAGE, build_page: Callable[[], str] = build) -> int:
+    """Write ``page`` from a fresh build, or (``--check``) exit 1 when the committed one is stale."""
     sys.path.insert(0, str(REPO))
-    built = build()
+    built = build_page()
+    rel = page.relative_to(REPO)
     if "--check" in argv:
-        diff = list(stale_lines(built, PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""))
+        diff = list(stale_lines(built, page.read_text(encoding="utf-8") if page.exists() else "", str(rel)))
         if diff:
             print("\n".join(diff[:80]))
-            print("docs/rules.md is stale: run `python docs/tools/build_rules_md.py`", file=sys.stderr)
+            print(f"{rel} is stale: run `python docs/tools/build_{page.stem}_md.py`", file=sys.stderr)
             return 1
-        print("docs/rules.md is up to date")
+        print(f"{rel} is up to date")
         return 0
-    PAGE.write_text(built, encoding="utf-8")
-    print(f"wrote {PAGE.relative_to(REPO)}")
+    page.write_text(built, encoding="utf-8")
+    print(f"wrote {rel}")
     return 0
 
 

@@ -29,14 +29,19 @@ if TYPE_CHECKING:  # imported lazily at run time: `--help` stays fast
               help="Also list Nodes with pending node-patches (capacity keys, fit labels) as changes.")
 @click.option("--max-removals", type=click.IntRange(min=0), metavar="N",
               help="Fail (exit 2, nothing on stdout) when more than N owned objects would be removed.")
+@click.option("--guard-removals", is_flag=True,
+              help="Fail (exit 2, nothing on stdout) when any kind would lose more than half of its owned "
+                   "objects (what the warning says); with --max-removals, both apply.")
 def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, templates_dir: Path | None,
-            against: Path | None, fmt: str, include_node_patches: bool, max_removals: int | None) -> None:
+            against: Path | None, fmt: str, include_node_patches: bool, max_removals: int | None,
+            guard_removals: bool) -> None:
     """Compare the render with the current objects: added, changed and removed (owned objects only).
 
     Server-owned fields (status, managedFields, resourceVersion, ...) and Kueue defaults the render
     leaves unset are ignored (rules/diff.yaml). Every format ends with (json: carries) a summary per
     kind; a kind losing more than half of its owned objects is warned about.
-    Exit 0: no differences; 1: differences; 2: error (or more removals than --max-removals).
+    Exit 0: no differences; 1: differences; 2: error (or more removals than --max-removals, or a
+    kind losing more than half with --guard-removals).
     """
     def action(state: dict[str, Any]) -> int:
         from gpustack_render import diff
@@ -56,9 +61,12 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         if include_node_patches:
             changes += diff.node_changes(ctx.snapshot.nodes, pipeline.node_patches(ctx))
         summary = diff.summarise(changes)
-        warnings = diff.removal_warnings(summary, diff.owned_counts(current, policy))
+        owned = diff.owned_counts(current, policy)
+        warnings = diff.removal_warnings(summary, owned)
         ctx.diagnostics.extend(warnings)
         diff.check_max_removals(summary, max_removals)
+        if guard_removals:
+            diff.check_half_removals(summary, owned)
         extras = ReportExtras(warnings=warnings)
         if fmt == "markdown" and changes:
             extras.pools = _pools(ctx, desired, current, policy)

@@ -47,14 +47,24 @@ class PinCommand(click.Command):
     """The pin command, reading ``--snapshot SNAPSHOT...`` as cli-contract.md writes it."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, spread_snapshot_paths(args))
+        try:
+            return super().parse_args(ctx, spread_snapshot_paths(args))
+        except click.MissingParameter as err:
+            taken = ctx.params.get("snapshot") or ()
+            if err.param is None or err.param.name != "workloads" or len(taken) < 2:
+                raise
+            raise click.UsageError(
+                f"Missing argument 'WORKLOAD...': {SNAPSHOT_OPTION} took every path up to the next option "
+                f"({', '.join(taken)}), so none was left for WORKLOAD. Write the Workloads first "
+                f"(pin WORKLOAD... {SNAPSHOT_OPTION} SNAPSHOT...) or end the snapshot paths with -- "
+                f"(pin {SNAPSHOT_OPTION} SNAPSHOT... -- WORKLOAD...).", ctx) from None
 
 
 @click.command("pin", cls=PinCommand)
 @click.argument("workloads", nargs=-1, required=True, metavar="WORKLOAD...")
 @click.option(SNAPSHOT_OPTION, "snapshot", multiple=True, required=True, metavar="SNAPSHOT...",
               help="Cluster snapshot files or directories, or - for stdin: every path after --snapshot up "
-                   "to the next option (or repeat --snapshot).")
+                   "to the next option or -- (so WORKLOADs come first, or after --; or repeat --snapshot).")
 @set_option
 @rules_option
 @allow_empty_option

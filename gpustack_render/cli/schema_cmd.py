@@ -37,6 +37,9 @@ def command(output_dir: Path | None, check: bool, rules_dir: Path | None) -> Non
         from gpustack_render.rules import export as schema_export
         if rules_dir is not None and output_dir is None:
             raise UserError.single("--rules needs -o DIR: the schema directory the rule files should link to")
+        if rules_dir is not None:
+            from gpustack_render.rules.overlay import check_holds_rules
+            check_holds_rules(rules_dir)  # a snapshot directory is not relinked file by file
         if check:
             problems = schema_export.compare(output_dir or Path("schemas"))
             if rules_dir is not None:

@@ -34,11 +34,12 @@ def show_progress() -> bool:
 @rules_option
 def command(kubeconfig: Path | None, context: str | None, output: Path | None, page_size: int,
             rules_dir: Path | None) -> None:
-    """Capture Nodes, Devices, Namespaces, InstanceTypes, the Kueue chain, NodeFeatures and the
-    settings object as one JSON List, ready for render/diff/validate.
+    """Capture Nodes, Devices, Namespaces, InstanceTypes, the Kueue chain, the Workloads of every
+    namespace, NodeFeatures and the settings object as one JSON List, ready for render/diff/validate/admit.
 
-    The settings Secret is reduced to the settings keys of rules/settings.yaml. A kind whose CRD is
-    not installed is skipped with a warning. Exit 2, writing nothing, when the server is not a
+    Each kind is read at the version the server prefers among those this tool reads. Workloads keep
+    only the fields the admission preview reads; the settings Secret only the settings keys of
+    rules/settings.yaml. A kind whose CRD is not installed is skipped with a warning. Exit 2, writing nothing, when the server is not a
     Kubernetes API, is unreachable, answers 401/403, cannot list Nodes or Namespaces, or a list
     fails midway, and when the kubeconfig cannot be used. Progress on stderr when it is a terminal.
     """

@@ -13,7 +13,7 @@ from gpustack_render.cli.common import chain_inputs, command_body, prepare, writ
 @click.command("summary")
 @chain_inputs
 @click.option("-o", "--output", "output", type=click.Choice(["wide", "json"]), default=None,
-              help="wide: more columns (accelerator, flavors, LocalQueues, message); json: for tools.")
+              help="wide: more columns (accelerator, flavors, the LocalQueue names, message); json: for tools.")
 def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | None, output: str | None) -> None:
     """One line per pool (ClusterQueue): Nodes, cards, quota, free cards, largest free slice, warnings.
 

@@ -45,8 +45,11 @@ def command(paths: tuple[Path, ...], update: bool, rules_dir: Path | None, fmt: 
         missing = [str(p) for p in roots if not p.exists()]
         if missing:
             raise UserError.single("no such case directory", file=", ".join(missing))
-        if rules_dir is not None and not rules_dir.is_dir():
-            raise UserError.single("rules directory not found", file=str(rules_dir))
+        if rules_dir is not None:
+            from gpustack_render.rules.overlay import check_holds_rules
+            if not rules_dir.is_dir():
+                raise UserError.single("rules directory not found", file=str(rules_dir))
+            check_holds_rules(rules_dir)  # once, not once per case
         entries = casetest.run_suite(roots, Path.cwd(), update=update or casetest.update_requested(),
                                      rules=rules_dir)
         if not entries:

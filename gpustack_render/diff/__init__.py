@@ -340,14 +340,30 @@ def removal_warnings(summary: Summary, owned: Mapping[str, int], source: str = "
     return half_removed_warnings(summary.counts["removed"], owned, source)
 
 
-def half_removed_warnings(removed_per_kind: Mapping[str, int], owned: Mapping[str, int], source: str) -> list[str]:
+def half_removed(removed_per_kind: Mapping[str, int], owned: Mapping[str, int]) -> list[tuple[str, int, int]]:
+    """(kind, removed, owned) of every kind that would lose more than half of its owned objects."""
     out = []
     for kind, removed in removed_per_kind.items():
         total = max(owned.get(kind, 0), removed)  # removed objects are owned ones: never fewer
         if 2 * removed > total:
-            out.append(f"{source}: {removed} of {total} owned {kind} objects would be removed (more than half); "
-                       f"check the snapshot and the rules before applying")
+            out.append((kind, removed, total))
     return out
+
+
+def half_removed_warnings(removed_per_kind: Mapping[str, int], owned: Mapping[str, int], source: str) -> list[str]:
+    return [f"{source}: {removed} of {total} owned {kind} objects would be removed (more than half); "
+            f"check the snapshot and the rules before applying"
+            for kind, removed, total in half_removed(removed_per_kind, owned)]
+
+
+def check_half_removals(summary: Summary, owned: Mapping[str, int]) -> None:
+    """``--guard-removals``: the CI guard of the per-kind half rule (the warning above), failing the
+    run (exit 2) instead of reporting."""
+    kinds = half_removed(summary.counts["removed"], owned)
+    if kinds:
+        listed = ", ".join(f"{kind} {removed} of {total}" for kind, removed, total in kinds)
+        raise UserError.single(f"more than half of a kind's owned objects would be removed ({listed}); "
+                               f"refused by --guard-removals: check the snapshot and the rules")
 
 
 def removed_counts(desired_objects: Iterable[dict[str, Any]], current_objects: Iterable[dict[str, Any]],

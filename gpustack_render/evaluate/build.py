@@ -19,6 +19,7 @@ from gpustack_render.evaluate.record import Recorder
 from gpustack_render.evaluate.queues import NodeMatcher, QueueBuilder
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
+from gpustack_render.snapshot.place import NodeLabelPlaces
 
 
 @dataclass
@@ -95,6 +96,7 @@ def _stage3(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], diag
     Node; should deciding them fail (two flavor groups of one name), the Nodes are added one by one
     instead, so that the error comes after exactly the warnings it came after before."""
     problems: list[Problem] = []
+    diag.place = NodeLabelPlaces(snapshot.files)  # a warning about a Node's labels names its file and line
     nodes = NodeEvaluator(rules, settings, diag, recorder)
     all_nodes = snapshot.nodes
     facts_list, groups = nodes.evaluate_all(sorted(all_nodes.items(), key=itemgetter(0)))

@@ -78,9 +78,7 @@ class QueueBuilder:
         self.rules, self.settings, self.snapshot, self.diag = rules, settings, snapshot, diag
         self.recorder = recorder
         self.flavors, self.matcher, self.missing_profiles = flavors, matcher, missing_profiles
-        rendered = {f.name for f in flavors}
-        self.finalizing = {name for name in snapshot.resource_flavors
-                           if name not in rendered and name.startswith(rules.resource_flavor_prefix)}
+        self.rendered = {f.name for f in flavors}
         self.aware = rules.is_aware(settings)
         self.akey_prefix = rules.normalisation.aKey.labelPrefix
         self.M = rules.units_per_accelerator
@@ -116,12 +114,15 @@ class QueueBuilder:
             plan.flavors = [QueueFlavorQuota(f.name, plan.covered_resource, format_decimal_si(value))
                             for f, value in zip(selected, quotas)]
         elif refusal is not None:
-            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal.text}); "
-                           + ("keeping the snapshot's resource groups" if existing and
-                              existing.raw_resource_groups else "no resource groups"))
             plan.refusal = refusal.text
-            if existing and existing.raw_resource_groups:
-                plan.kept_resource_groups = self._without_finalizing(existing.raw_resource_groups)
+            kept, dropped = self._still_existing(existing.raw_resource_groups if existing else None)
+            plan.kept_resource_groups = kept
+            gone = f"{', '.join(dropped)}, which the render no longer has" if dropped else ""
+            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal.text}); " + (
+                (f"keeping the snapshot's resource groups without {gone}" if gone else
+                 "keeping the snapshot's resource groups") if kept else
+                f"the snapshot's resource groups held only {gone}; no resource groups" if gone else
+                "no resource groups"))
         plan.stop_policy = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         if plan.flavors or plan.kept_resource_groups:
             plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"
@@ -176,18 +177,32 @@ class QueueBuilder:
                 (("check", check.name), ("active", self._check_active(check.name))),
                 self.rules.verdict(f"{rule}.when")(facts, self.settings)))
 
-    def _without_finalizing(self, groups: Any) -> Any:
-        """A kept (last good) plan loses the flavors no Node feeds any more; a group left without
-        flavors goes (Kueue requires 1 to 64), and no group left means no groups at all."""
-        kept = []
+    def _still_existing(self, groups: Any) -> tuple[Any, list[str]]:
+        """A kept (last good) plan keeps only the flavors that still exist (stage4-chain.md §2.5):
+        a flavor of the render's own name format that it no longer renders is deleted (Kueue holds
+        its finalizer until no queue references it, and dropping it is the update it waits for),
+        whether or not the snapshot still holds it; a foreign flavor was never the render's and is
+        kept. A group left without flavors goes (Kueue requires 1 to 64), and no group left means
+        no groups at all. Returns the groups and the names dropped."""
+        kept, dropped = [], []
         for group in groups or []:
             if not isinstance(group, dict) or not isinstance(group.get("flavors"), list):
                 kept.append(group)
                 continue
-            flavors = [f for f in group["flavors"] if not (isinstance(f, dict) and f.get("name") in self.finalizing)]
+            flavors = []
+            for flavor in group["flavors"]:
+                name = flavor.get("name") if isinstance(flavor, dict) else None
+                if isinstance(name, str) and not self._exists(name):
+                    dropped.append(name)
+                else:
+                    flavors.append(flavor)
             if flavors:
                 kept.append({**group, "flavors": flavors})
-        return kept or None
+        return kept or None, sorted(set(dropped))
+
+    def _exists(self, flavor: str) -> bool:
+        """Whether a ResourceFlavor of this name is there once the render is applied."""
+        return flavor in self.rendered or not flavor.startswith(self.rules.resource_flavor_prefix)
 
     def _check_active(self, name: str) -> bool:
         check = self.snapshot.admission_checks.get(name)

@@ -15,6 +15,7 @@ kubectl's plural and short names (:data:`ALIASES`).
 
 from __future__ import annotations
 
+import re
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -50,15 +51,42 @@ def similarity(word: str, candidate: str) -> float:
     return SequenceMatcher(None, word.lower(), candidate.lower(), autojunk=False).ratio()
 
 
-def _rank(word: str, candidate: str) -> tuple[bool, float]:
-    """A name that contains what was typed (a partial name) beats one that does not; then the
-    whole-name similarity decides."""
-    return word.lower() in candidate.lower(), similarity(word, candidate)
+def _rank(word: str, candidate: str, weights: Mapping[str, float]) -> tuple[bool, float, float]:
+    """A name that contains what was typed (a partial name) beats one that does not; then the parts
+    of the typed name (between ``-``, ``.``, ``_`` and ``/``) that the name has, each weighing the more
+    the fewer names have it (``weights``; a part the name has is one of its parts or the start of one:
+    ``h10`` of ``h100``): what tells names apart (``h100``) outweighs what they share (``nvidia``,
+    ``linux``); then the whole-name similarity decides. (Similarity alone puts ``…-l4-linux-amd64``
+    before ``…-h100-80gb-hbm3-linux-amd64`` for ``…-h100-linux-amd64``: the short name shares more of
+    the long common parts.)"""
+    parts = _parts(candidate)
+    return (word.lower() in candidate.lower(), round(sum(w for p, w in weights.items() if _has(parts, p)), 9),
+            round(similarity(word, candidate), 9))
+
+
+def _has(parts: set[str], part: str) -> bool:
+    return part in parts or any(p.startswith(part) for p in parts)
+
+
+def _parts(name: str) -> set[str]:
+    return set(re.split(r"[-._/]+", name.lower())) - {""}
+
+
+def _weights(word: str, candidates: Iterable[str]) -> dict[str, float]:
+    """Each part of ``word`` that some candidate has, weighing 1 / the number of candidates with it."""
+    counts: dict[str, int] = dict.fromkeys(_parts(word), 0)
+    for candidate in candidates:
+        parts = _parts(candidate)
+        for part in counts:
+            counts[part] += _has(parts, part)
+    return {part: 1 / count for part, count in counts.items() if count}
 
 
 def closest(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The ``n`` candidates most like ``word``, best first (ties by name)."""
-    scored = sorted(set(candidates), key=lambda c: (tuple(-x for x in _rank(word, c)), c))
+    names = set(candidates)
+    weights = _weights(word, names)
+    scored = sorted(names, key=lambda c: (tuple(-x for x in _rank(word, c, weights)), c))
     return scored[:n]
 
 
@@ -69,10 +97,11 @@ def suggestion(word: str, candidates: Iterable[str], what: str, cutoff: float = 
     if not names:
         return f"this snapshot renders no {what}"
     best = closest(word, names)
-    top = _rank(word, best[0])
+    weights = _weights(word, names)
+    top = _rank(word, best[0], weights)
     containing = [c for c in names if word and word.lower() in c.lower()]
-    if top[1] >= cutoff or len(containing) == 1:
-        ties = [c for c in best if _rank(word, c)[0] == top[0] and abs(_rank(word, c)[1] - top[1]) < 1e-9]
+    if top[2] >= cutoff or len(containing) == 1:
+        ties = [c for c in best if _rank(word, c, weights) == top]
         quoted = [f"'{c}'" for c in ties]
         return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
     more = f" (of {len(names)})" if len(names) > len(best) else ""

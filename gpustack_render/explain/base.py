@@ -205,7 +205,7 @@ class Explainer:
             report.settings.append((name, self.settings[name], source, detail))
 
     def template(self, kind: str) -> str:
-        from gpustack_render.render import template_file
+        from gpustack_render.render.locate import template_file
         return f"template {show_path(str(template_file(self.templates_dir, kind)))}"
 
     def file_of(self, kind: str, name: str) -> str:

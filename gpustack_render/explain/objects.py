@@ -12,6 +12,11 @@ from gpustack_render.explain.base import Explainer, Report, show, why_not
 from gpustack_render.k8s import format_decimal_si
 
 
+# A refused plan's kept groups (stage4-chain.md §2.5).
+KEPT_EXISTING = ("a refused plan keeps only the flavors that still exist: a flavor of the render's name format "
+                 "it no longer renders is dropped, a group left empty goes")
+
+
 def _fmt_origin(x: Explainer, kind: str, path: tuple[str | int, ...], source: str, values: dict[str, Any]) -> str:
     used = re.findall(r"\{([^{}|]+)", source)
     shown = ", ".join(f"{name.strip()}={show(values.get(name.strip(), ''))}" for name in dict.fromkeys(used))
@@ -173,6 +178,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         ("spec", "stopPolicy"): [_stop_reason(x, queue)],
         ("spec", "resourceGroups"): ["the snapshot's resource groups, kept verbatim (last good plan): "
                                      + (queue.refusal or _stop_reason(x, queue)),
+                                     *([KEPT_EXISTING] if queue.refusal else []),
                                      x.snap_ref("ClusterQueue", queue.name, "spec.resourceGroups")]
         if queue.kept_resource_groups and not queue.flavors
         else ["the validated plan (Flavor selection and Quota below)"],
@@ -259,6 +265,8 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
                       f"{show(entry.nominal_quota)}", x.rule("Queues", "quota", kind_name, "nominalQuota"))
     elif queue.kept_resource_groups:
         quota.add("no new plan: the snapshot's resource groups are kept verbatim")
+        if queue.refusal:
+            quota.add(KEPT_EXISTING)
     else:
         quota.add("no resource groups")
 

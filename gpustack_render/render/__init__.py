@@ -20,14 +20,14 @@ from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import identity, mapping_field
 from gpustack_render.memo import Bounded
-from gpustack_render.rules.resources import default_templates_dir
 from gpustack_render.rules.schema import RENDER_KINDS
+from gpustack_render.render.locate import Templates, locate
 from gpustack_render.render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
-from gpustack_render.render.tree import Builder, build_all, compile_template, new_template_context
+from gpustack_render.render.tree import Builder, build_all, compile_template, new_template_context, object_label
 from gpustack_render.yamlio import parse_roundtrip, read_text
 
 CATALOG_KIND = "InstanceTypeFlavor"
-TEMPLATE_SUFFIX = ".yaml"
+TEMPLATE_KINDS = RENDER_KINDS + (CATALOG_KIND,)
 # A template pass may take this long (seconds, plus a share per object) before it is stopped.
 TIME_BUDGET_S = 10.0
 TIME_PER_OBJECT_S = 0.002
@@ -38,11 +38,6 @@ TIME_PER_OBJECT_S = 0.002
 _ENV = BoundedSandbox(undefined=StrictUndefined, autoescape=False)
 _CONTEXT = new_template_context(_ENV, "template")
 _BUILDERS: Bounded[tuple[str, str], Builder] = Bounded(256)
-
-
-def template_file(templates_dir: Path, kind: str) -> Path:
-    """The one place a kind's template file is looked up."""
-    return templates_dir / f"{kind}{TEMPLATE_SUFFIX}"
 
 
 def load_template(path: Path) -> Builder:
@@ -58,21 +53,20 @@ def load_template(path: Path) -> Builder:
 
 class Renderer:
     def __init__(self, templates_dir: Path | None = None) -> None:
-        self.dir = templates_dir or default_templates_dir()
-        if not self.dir.is_dir():
-            raise UserError.single("templates directory not found", file=str(self.dir))
+        self.templates: Templates = locate(templates_dir, TEMPLATE_KINDS)  # an overlay over the built-in
+        self.dir = self.templates.dir
         self._builders: dict[str, Builder] = {}
         problems: list[Problem] = []
-        for kind in RENDER_KINDS + (CATALOG_KIND,):
+        for kind in TEMPLATE_KINDS:
             try:
-                self._builders[kind] = load_template(template_file(self.dir, kind))
+                self._builders[kind] = load_template(self.templates.file(kind))
             except UserError as err:
                 problems.extend(err.problems)
         if problems:
             raise UserError(problems)
 
     def path(self, kind: str) -> str:
-        return str(template_file(self.dir, kind))
+        return str(self.templates.file(kind))
 
     @property
     def floats(self) -> bool:
@@ -105,11 +99,18 @@ class Renderer:
                    "InstanceType": plan.instance_types, "ClusterQueue": plan.cluster_queues,
                    "LocalQueue": plan.local_queues}
         out: list[dict[str, Any]] = []
+        problems: list[Problem] = []  # each template's mistakes, all of them in one pass
         for kind in RENDER_KINDS:
-            objects, well_formed = self._render_kind(kind, sources[kind])
+            try:
+                objects, well_formed = self._render_kind(kind, sources[kind])
+            except UserError as err:
+                problems.extend(err.problems)
+                continue
             path = self.path(kind)
             out.extend(_sorted_unique(objects, sources[kind], path) if well_formed
                        else _checked_sorted(objects, sources[kind], path))
+        if problems:
+            raise UserError(problems)
         return Manifests(out, self.floats)
 
     def render_catalog(self, plan: Plan) -> dict[str, Any]:
@@ -175,7 +176,7 @@ def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> lis
     or a namespaced one without, is applied somewhere else than the render means."""
     meta = mapping_field(obj, "metadata")
     name = meta.get("name")
-    label = f"{kind}/{getattr(item, 'name', '?')}"
+    label = object_label(kind, item)
     if obj.get("kind") != kind:
         return [Problem(f"the template renders kind {obj.get('kind')!r}; it must render {kind}", file=path,
                         obj=label, path="kind")]

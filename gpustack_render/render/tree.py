@@ -21,6 +21,7 @@ template's ``line:col``, so an expression that fails on the data is reported the
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from jinja2 import TemplateError, TemplateSyntaxError, nodes
@@ -37,6 +38,7 @@ DIRECTIVES = ("$if", "$else", "$for", "$value")
 # Data maps: sorted by key, values as strings (what kubectl keeps of labels and annotations).
 DATA_MAPS: dict[str, tuple[str, ...]] = {"metadata": ("labels", "annotations"), "spec": ("labels", "nodeLabels")}
 _CODE_FILE = "<template {}>"
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + "/"
 _FOR = re.compile(r"\A\s*([A-Za-z_][A-Za-z_0-9]*(?:\s*,\s*[A-Za-z_][A-Za-z_0-9]*)*)\s+in\s+(.+?)\s*\Z", re.S)
 
 
@@ -59,13 +61,19 @@ class Builder:
         self.source = source
 
     def position(self, err: BaseException) -> Position | None:
-        """The template position of the innermost generated statement the error passed through."""
-        found = None
+        """The template position of the innermost generated statement the error passed through;
+        None when the error is no mistake of the template: raised inside this package's own code
+        (a bug of ours) rather than by the template's expression, a jinja filter or a Python
+        builtin it called (a TemplateError or a value that is not data is always the template's)."""
+        found, innermost = None, ""
         tb = err.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.code_file:
+            innermost = tb.tb_frame.f_code.co_filename
+            if innermost == self.code_file:
                 found = self.where.get(tb.tb_lineno, found)
             tb = tb.tb_next
+        if not isinstance(err, (TemplateError, NotData)) and innermost.startswith(_PACKAGE_DIR):
+            return None
         return found
 
 
@@ -433,7 +441,7 @@ def build_all(builder: Builder, items: Sequence[Any], file: str, kind: str) -> l
     for (at, reason), failed in failures.items():
         more = f" (and {len(failed) - 1} more {kind} objects)" if len(failed) > 1 else ""
         problems.append(Problem(f"template failed: {reason}{more}", file=file, line=at[0], column=at[1],
-                                obj=f"{kind}/{getattr(failed[0], 'name', '?')}", compiler_style=True))
+                                obj=object_label(kind, failed[0]), compiler_style=True))
     raise UserError(sorted(problems, key=lambda p: (p.line or 0, p.column or 0)))
 
 
@@ -466,6 +474,12 @@ def _size(value: Any) -> int:
         else:
             size += 4
     return size
+
+
+def object_label(kind: str, item: Any) -> str:
+    """``Kind/name``, or ``Kind/namespace/name`` for a namespaced plan item."""
+    namespace = getattr(item, "namespace", "")
+    return f"{kind}/{namespace}/{getattr(item, 'name', '?')}" if namespace else f"{kind}/{getattr(item, 'name', '?')}"
 
 
 def _reason(err: BaseException) -> str:

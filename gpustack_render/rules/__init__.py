@@ -12,14 +12,14 @@ from pathlib import Path
 
 from gpustack_render.errors import Problem
 from gpustack_render.memo import Bounded, ContentKey, content_key
-from gpustack_render.rules import schema
+from gpustack_render.rules import overlay, schema
 from gpustack_render.rules.compile import compile_rules
 from gpustack_render.rules.model import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES, CPU_FLAVOR_FIELDS, HOSTNAME_LEVEL,
                                          QUOTA_VARIABLES, AdmissionCheckRule, CapacityFamilyRule, FlavorKind,
                                          KindMetadata, LifecycleMarkers, LifecycleWarningRule, ManufacturerRule,
                                          PresetEntry, PresetTier, QuotaRule, Rules, SavedStopPolicyRule,
                                          StopPolicyRule)
-from gpustack_render.rules.read import Document, default_document, position, read_documents, rule_error, validate
+from gpustack_render.rules.read import Document, default_document, read_documents, rule_error, validate
 from gpustack_render.rules.resources import default_rules_dir
 
 __all__ = ["ACCEL_FLAVOR_FIELDS", "CAPACITY_VARIABLES", "CPU_FLAVOR_FIELDS", "HOSTNAME_LEVEL", "QUOTA_VARIABLES",
@@ -37,14 +37,17 @@ _LOADED: Bounded[ContentKey, Rules] = Bounded(32)
 
 def _content_key(rules_dir: Path) -> ContentKey | None:
     try:
-        files = sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        files = overlay.rule_files(rules_dir)
+        if not overlay.is_built_in(rules_dir):  # an overlay inherits from the built-in files
+            files += overlay.rule_files(default_rules_dir())
     except OSError:
         return None  # the loader words the problem
     return content_key(rules_dir, files)
 
 
 def load_rules(rules_dir: Path | None = None) -> Rules:
-    """Load, validate and compile a rules directory (the packaged defaults when ``None``), once per
+    """Load, validate and compile a rules directory (the packaged defaults when ``None``; a
+    directory is an overlay over them, see :mod:`gpustack_render.rules.overlay`), once per
     distinct content (see ``_LOADED``)."""
     rules_dir = rules_dir or default_rules_dir()
     key = _content_key(rules_dir)
@@ -63,13 +66,14 @@ def _load(rules_dir: Path) -> Rules:
     broken, their cross-references are resolved against the built-in rules of those kinds; when
     the built-in rules themselves are broken, every intact kind is still compiled and checked."""
     problems: list[Problem] = []
-    documents = read_documents(rules_dir, problems)
+    resolved = overlay.resolve(rules_dir, problems)
+    by_kind = resolved.by_kind
     unreadable = sum(p.message.startswith("invalid YAML") for p in problems)
-    by_kind = _one_per_kind(documents, problems)
     for kind in sorted(schema.OPTIONAL_KINDS - set(by_kind)):
         by_kind[kind] = default_document(kind, rules_dir)
     if not unreadable:  # a file that did not parse may well be the "missing" kind
-        problems.extend(Problem(f"no rule file of kind {kind}", file=str(rules_dir))
+        why = "" if resolved.inherits else f" ({overlay.SWITCH_FILE} says inherit: false)"
+        problems.extend(Problem(f"no rule file of kind {kind}{why}", file=str(rules_dir))
                         for kind in schema.RULE_KINDS if kind not in by_kind)
     merged = {k: d for k, d in by_kind.items() if d.model is not None}
     substitutes = _substitute_builtin(rules_dir, merged)
@@ -81,26 +85,12 @@ def _load(rules_dir: Path) -> Rules:
     raise rule_error(problems)
 
 
-def _one_per_kind(documents: list[Document], problems: list[Problem]) -> dict[str, Document]:
-    """The documents by kind, each validated; a second file of one kind is a problem at its ``kind``."""
-    by_kind: dict[str, Document] = {}
-    for doc in documents:
-        if doc.kind in by_kind:
-            line, col = position(doc.data, ("kind",))
-            problems.append(Problem(f"rule kind {doc.kind} is already defined in {by_kind[doc.kind].file}",
-                                    file=doc.file, line=line, column=col, path="kind"))
-            continue
-        by_kind[doc.kind] = doc
-        validate(doc, problems)
-    return by_kind
-
-
 def _substitute_builtin(rules_dir: Path, merged: dict[str, Document]) -> set[str]:
     """Fill the kinds ``rules_dir`` lacks or breaks with the built-in ones (in place), so that the
     intact files' cross-references are checked; returns the substitutes' files (never reported on).
     The built-in directory itself gets no substitute: its intact kinds are compiled on their own."""
     broken = [k for k in schema.RULE_KINDS if k not in merged]
-    if not broken or rules_dir.resolve() == default_rules_dir().resolve():
+    if not broken or overlay.is_built_in(rules_dir):
         return set()
     substitutes: set[str] = set()
     for doc in read_documents(default_rules_dir(), []):

@@ -21,6 +21,8 @@ ID_BASE = "https://gpustack.ai/schemas/render/"
 MODELINE = "# yaml-language-server: $schema=../schemas/{file}"
 
 DESCRIPTIONS = {
+    "Rules": "A rules directory's own switch: inherit: false makes it a full copy of the rules (a missing "
+             "kind is an error); by default it is an overlay over the built-in rules.",
     "Settings": "Known settings and their defaults; where the settings object lives in the snapshot.",
     "Manufacturers": "Known accelerator manufacturers: resource bases, partition kinds, profile publishing, "
                      "units per accelerator (M).",
@@ -61,7 +63,7 @@ def _tidy(node: Any, in_properties: bool = False) -> Any:
 
 
 def schema_for(kind: str) -> dict[str, Any]:
-    model = schema.RULE_KINDS[kind]
+    model = schema.FILE_KINDS[kind]
     generated = _tidy(model.model_json_schema(by_alias=True, mode="validation"))
     head = {"$schema": DIALECT, "$id": ID_BASE + file_name(kind), "title": f"gpustack-render {kind} rules",
             "description": DESCRIPTIONS.get(kind, f"gpustack-render {kind} rules.")
@@ -73,7 +75,7 @@ def schema_for(kind: str) -> dict[str, Any]:
 def generate() -> dict[str, str]:
     """File name → file text, for every rule kind (deterministic, trailing newline)."""
     return {file_name(kind): json.dumps(schema_for(kind), indent=2, ensure_ascii=False) + "\n"
-            for kind in sorted(schema.RULE_KINDS)}
+            for kind in sorted(schema.FILE_KINDS)}
 
 
 def compare(directory: Path) -> list[str]:
@@ -118,7 +120,7 @@ def _kind_of(text: str) -> str | None:
     except yaml.YAMLError:
         return None
     kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if kind in schema.RULE_KINDS else None
+    return kind if kind in schema.FILE_KINDS else None
 
 
 def linked_text(path: Path, schema_dir: Path) -> str | None:
@@ -137,16 +139,13 @@ def linked_text(path: Path, schema_dir: Path) -> str | None:
     return line + "\n" + text
 
 
-def rule_files(rules_dir: Path) -> list[Path]:
-    return sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
 def relink(rules_dir: Path, schema_dir: Path) -> tuple[list[Path], list[Path]]:
     """Point every rule file of ``rules_dir`` at the schemas in ``schema_dir``: after copying
     ``rules/`` into a GitOps repository the built-in ``../schemas/`` link would point nowhere.
     Returns (files rewritten, files left alone because they are no rule files); only the first line
     changes, the rest of each file stays byte-identical."""
     changed, skipped = [], []
+    from gpustack_render.rules.read import rule_files
     for path in rule_files(rules_dir):
         text = linked_text(path, schema_dir)
         if text is None:
@@ -160,6 +159,7 @@ def relink(rules_dir: Path, schema_dir: Path) -> tuple[list[Path], list[Path]]:
 def compare_links(rules_dir: Path, schema_dir: Path) -> list[str]:
     """Rule files whose first line does not point at ``schema_dir`` (empty: all linked)."""
     problems = []
+    from gpustack_render.rules.read import rule_files
     for path in rule_files(rules_dir):
         text = linked_text(path, schema_dir)
         if text is not None and text != path.read_text(encoding="utf-8"):

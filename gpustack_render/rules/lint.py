@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.rules import overlay
+from gpustack_render.rules.overlay import BUILT_IN
 from gpustack_render.rules.resources import default_rules_dir
-
-RULE_SUFFIXES = (".yaml", ".yml")
-BUILT_IN = "built-in"
 
 
 @dataclass
@@ -26,6 +25,11 @@ class LintResult:
     files: list[Path]
     problems: list[Problem]
     built_in: bool = False  # no --rules: the packaged rules (whatever directory they live in)
+    kinds: dict[str, str] = dataclasses.field(default_factory=dict)  # kind → its file, or built-in
+
+    @property
+    def inherited(self) -> list[str]:
+        return [kind for kind, source in self.kinds.items() if source == BUILT_IN] if not self.built_in else []
 
     @property
     def source(self) -> str:
@@ -33,23 +37,32 @@ class LintResult:
         directory (the built-in rules instead of a GitOps repository's) must not pass unnoticed."""
         return BUILT_IN if self.built_in else str(self.rules_dir)
 
+    def origin_lines(self) -> list[str]:
+        """For an overlay: which kinds its files give, and which come from the built-in rules."""
+        if not self.inherited:
+            return []
+        own = [f"{kind} ({Path(source).name})" for kind, source in self.kinds.items() if source != BUILT_IN]
+        return [f"{self.rules_dir}: {', '.join(own)}", f"{BUILT_IN}: {', '.join(self.inherited)}"]
+
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def text(self) -> str:
-        lines = [p.format() for p in self.problems]
+        lines = [p.format() for p in self.problems] or self.origin_lines()
         if self.problems:
             bad = len({p.file for p in self.problems})
             lines.append(f"{_plural(len(self.problems), 'problem')} in {_plural(bad, 'file')} "
                          f"({_plural(len(self.files), 'rule file')} checked, rules: {self.source})")
         else:
-            lines.append(f"{_plural(len(self.files), 'rule file')} OK (rules: {self.source})")
+            inherited = f"; {_plural(len(self.inherited), 'kind')} {BUILT_IN}" if self.inherited else ""
+            lines.append(f"{_plural(len(self.files), 'rule file')} OK (rules: {self.source}{inherited})")
         return "\n".join(lines) + "\n"
 
     def as_json(self) -> dict[str, Any]:
         return {
             "rulesDir": str(self.rules_dir), "rules": self.source, "files": [str(f) for f in self.files], "ok": self.ok,
+            "kinds": self.kinds,
             "problems": [{"file": p.file, "line": p.line, "column": p.column, "path": p.path or None,
                           "message": p.message, "hint": p.hint or None, "severity": p.severity,
                           "text": p.format()} for p in self.problems],
@@ -80,10 +93,12 @@ def lint_rules(rules_dir: Path | None = None) -> LintResult:
     directory = display_dir(rules_dir)
     if not directory.is_dir():
         raise UserError.single("rules directory not found", file=str(directory))
-    files = sorted(p for p in directory.iterdir() if p.suffix in RULE_SUFFIXES and p.is_file())
+    overlay.check_holds_rules(directory)
+    files = overlay.rule_files(directory)
+    kinds = overlay.sources(directory)
     try:
         load_rules(directory)
     except UserError as err:
         problems = [dataclasses.replace(p, compiler_style=True) for p in err.problems]
-        return LintResult(directory, files, problems, built_in=rules_dir is None)
-    return LintResult(directory, files, [], built_in=rules_dir is None)
+        return LintResult(directory, files, problems, built_in=rules_dir is None, kinds=kinds)
+    return LintResult(directory, files, [], built_in=rules_dir is None, kinds=kinds)

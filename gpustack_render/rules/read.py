@@ -155,12 +155,20 @@ def _friendly(error: Any) -> tuple[str, str]:
     return f"invalid value {value!r}", ""
 
 
+RULE_SUFFIXES = (".yaml", ".yml")
+
+
+def rule_files(rules_dir: Path) -> list[Path]:
+    """The files of a rules directory that are read as rule files (``*.yaml``, ``*.yml``), in name order."""
+    return sorted(p for p in rules_dir.iterdir() if p.suffix in RULE_SUFFIXES and p.is_file())
+
+
 def read_documents(rules_dir: Path, problems: list[Problem]) -> list[Document]:
     """Every rule file of ``rules_dir`` that parses and names a known apiVersion and kind."""
     if not rules_dir.is_dir():
         raise UserError.single("rules directory not found", file=str(rules_dir))
     documents: list[Document] = []
-    for path in sorted(p for p in rules_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()):
+    for path in rule_files(rules_dir):
         display = str(path)
         try:
             data = load_roundtrip(path, display)
@@ -183,11 +191,11 @@ def _header_problem(data: Any, display: str) -> Problem | None:
         line, col = start_position(data)
         return Problem("a rule file must be a mapping with apiVersion and kind", file=display, line=line,
                        column=col)
-    for key, wanted in (("apiVersion", None), ("kind", schema.RULE_KINDS)):
+    for key, wanted in (("apiVersion", None), ("kind", schema.FILE_KINDS)):
         value = data.get(key)
         if key == "apiVersion" and value == schema.API_VERSION:
             continue
-        if key == "kind" and isinstance(value, str) and value in schema.RULE_KINDS:
+        if key == "kind" and isinstance(value, str) and value in schema.FILE_KINDS:
             continue
         line, col = position(data, (key,)) if key in data else _nearest_key(data, key)
         if wanted is None:
@@ -225,7 +233,7 @@ def validate(doc: Document, problems: list[Problem]) -> None:
     """The document's model; plainly valid data is built without pydantic's validators (see
     :mod:`gpustack_render.rules.plain`), anything else validated by pydantic, which words it."""
     try:
-        doc.model = _model_of(schema.RULE_KINDS[doc.kind], doc.data)
+        doc.model = _model_of(schema.FILE_KINDS[doc.kind], doc.data)
     except ValidationError as err:
         for error in err.errors():
             loc = _clean_loc(error["loc"])

@@ -513,3 +513,16 @@ RULE_KINDS: dict[str, type[Envelope]] = {
 # Kinds a rules directory may leave out: their file's defaults apply (rules directories copied
 # before the kind existed keep working).
 OPTIONAL_KINDS: frozenset[str] = frozenset({"Output"})
+
+
+class DirectoryRules(Envelope):
+    """A rules directory's own switch (``rules.yaml``): ``inherit: false`` makes the directory a full
+    copy of the rules; by default it is an overlay, and the kinds it holds no file of are the
+    built-in rules' of this version."""
+    kind: Literal["Rules"]
+    inherit: bool = True
+
+
+DIRECTORY_KIND = "Rules"
+# Every kind a file of a rules directory may declare: the rule kinds and the directory's switch.
+FILE_KINDS: dict[str, type[Envelope]] = {**RULE_KINDS, DIRECTORY_KIND: DirectoryRules}

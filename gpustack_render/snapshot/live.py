@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -27,18 +27,31 @@ CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 120
 
 
+KUEUE_GROUP = "kueue.x-k8s.io"
+NFD_GROUP = "nfd.k8s-sigs.io"
+# The versions of each API group whose objects this tool reads (inputs.md §1). ``snapshot`` lists a
+# kind at the first of these in the server's order of preference (discovery's preferredVersion
+# first), so a cluster serving only an older or only a newer one of them is captured all the same.
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+WORKER_VERSIONS = ("v1", "v1alpha1")
+NFD_VERSIONS = ("v1alpha1",)
+
+
 @dataclass(frozen=True)
 class Resource:
     kind: str
     group: str
-    version: str
+    versions: tuple[str, ...]  # the versions this tool reads; ``version`` is the one listed
     plural: str
     namespace: str | None = None  # list only this namespace (None: the whole cluster)
     required: bool = False  # every Kubernetes API serves it: a 404 means the server is not one
+    prune: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # keep only the fields read
+    version: str = ""
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        version = self.version or self.versions[0]
+        return f"{self.group}/{version}" if self.group else version
 
     @property
     def what(self) -> str:
@@ -48,17 +61,19 @@ class Resource:
 def resources(worker_group: str, node_feature_namespace: str) -> tuple[Resource, ...]:
     """What ``snapshot`` lists, in order: the operator's kinds in ``worker_group`` and the NodeFeatures
     in ``node_feature_namespace`` (the rules' Vocabulary ``workerApiGroup`` and ``nodeFeatureNamespace``)."""
+    from gpustack_render.snapshot.live_workloads import prune_workload
     return (
-        Resource("Node", "", "v1", "nodes", required=True),
-        Resource("Namespace", "", "v1", "namespaces", required=True),
-        Resource("Devices", worker_group, "v1alpha1", "devices"),
-        Resource("InstanceType", worker_group, "v1alpha1", "instancetypes"),
-        Resource("Topology", "kueue.x-k8s.io", "v1beta2", "topologies"),
-        Resource("AdmissionCheck", "kueue.x-k8s.io", "v1beta2", "admissionchecks"),
-        Resource("ResourceFlavor", "kueue.x-k8s.io", "v1beta2", "resourceflavors"),
-        Resource("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues"),
-        Resource("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues"),
-        Resource("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", node_feature_namespace),
+        Resource("Node", "", ("v1",), "nodes", required=True),
+        Resource("Namespace", "", ("v1",), "namespaces", required=True),
+        Resource("Devices", worker_group, WORKER_VERSIONS, "devices"),
+        Resource("InstanceType", worker_group, WORKER_VERSIONS, "instancetypes"),
+        Resource("Topology", KUEUE_GROUP, KUEUE_VERSIONS, "topologies"),
+        Resource("AdmissionCheck", KUEUE_GROUP, KUEUE_VERSIONS, "admissionchecks"),
+        Resource("ResourceFlavor", KUEUE_GROUP, KUEUE_VERSIONS, "resourceflavors"),
+        Resource("ClusterQueue", KUEUE_GROUP, KUEUE_VERSIONS, "clusterqueues"),
+        Resource("LocalQueue", KUEUE_GROUP, KUEUE_VERSIONS, "localqueues"),
+        Resource("Workload", KUEUE_GROUP, KUEUE_VERSIONS, "workloads", prune=prune_workload),
+        Resource("NodeFeature", NFD_GROUP, NFD_VERSIONS, "nodefeatures", node_feature_namespace),
     )
 
 
@@ -306,7 +321,7 @@ class Capture:
 
     def served_groups(self) -> dict[str, list[str]]:
         """Discovery (``/api``, ``/apis``): that the server is a Kubernetes API at all, and which
-        versions of which API groups it serves. A wrong URL (an ingress or proxy answering 404 or an
+        versions of which API groups it serves, preferred first. A wrong URL (an ingress or proxy answering 404 or an
         HTML page everywhere) must fail here, not look like a cluster without CRDs."""
         from kubernetes import client
         timeout = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
@@ -327,8 +342,7 @@ class Capture:
                 groups[""] = ["v1"]
             for group in found.get("groups") or []:
                 if isinstance(group, dict):
-                    groups[str(group.get("name"))] = [str(v.get("version")) for v in group.get("versions") or []
-                                                      if isinstance(v, dict)]
+                    groups[str(group.get("name"))] = _by_preference(group)
         return groups
 
     def list(self, res: Resource) -> list[dict[str, Any]] | None:
@@ -396,24 +410,41 @@ class Capture:
         return out
 
 
+def _by_preference(group: dict[str, Any]) -> list[str]:
+    """An APIGroup's versions, its preferredVersion first, then the rest in the server's order (the
+    order of priority the API server lists them in)."""
+    versions = [str(v.get("version")) for v in group.get("versions") or [] if isinstance(v, dict)]
+    preferred = group.get("preferredVersion")
+    first = str(preferred.get("version")) if isinstance(preferred, dict) else None
+    return ([first] if first in versions else []) + [v for v in versions if v != first]
+
+
 def _tidy(item: dict[str, Any], res: Resource) -> dict[str, Any]:
-    """List items of built-in kinds come without apiVersion/kind; managedFields is bulk nobody reads."""
+    """List items of built-in kinds come without apiVersion/kind; managedFields is bulk nobody reads;
+    a kind with ``prune`` keeps only the fields the tool reads."""
     out = {"apiVersion": item.get("apiVersion") or res.api_version, "kind": item.get("kind") or res.kind}
     out.update((k, v) for k, v in item.items() if k not in out)
+    if res.prune is not None:
+        return res.prune(out)
     meta = out.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
         out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
     return out
 
 
-def _not_served(res: Resource, groups: dict[str, list[str]]) -> str | None:
-    """Why discovery says ``res`` cannot be listed, or ``None`` when its group version is served."""
-    versions = groups.get(res.group)
-    if versions is None:
-        return "not served by the cluster (CRD not installed?)"
-    if res.version not in versions:
-        return f"the cluster serves {res.group} {', '.join(versions) or 'with no version'} only, not {res.version}"
-    return None
+def _versions_to_try(res: Resource, groups: dict[str, list[str]]) -> tuple[list[str], str | None]:
+    """The versions of ``res`` to list, the server's preferred first, among those this tool reads;
+    or why there are none (discovery says the group is not served, or only at versions it does not read)."""
+    if res.required:
+        return list(res.versions), None
+    served = groups.get(res.group)
+    if served is None:
+        return [], "not served by the cluster (CRD not installed?)"
+    readable = [v for v in served if v in res.versions]
+    if not readable:
+        return [], (f"the cluster serves {res.group} {', '.join(served) or 'with no version'} only, and this "
+                    f"tool reads {', '.join(res.versions)}")
+    return readable, None
 
 
 def capture(kubeconfig: Path | None, context: str | None, page_size: int, settings_source: tuple[str, str],
@@ -447,11 +478,15 @@ def _capture_lists(session: Capture, listed: tuple[Resource, ...], settings_sour
     groups = session.served_groups()
     items: list[dict[str, Any]] = []
     for res in listed:
-        why = None if res.required else _not_served(res, groups)
-        found = None if why else session.list(res)
+        versions, why = _versions_to_try(res, groups)
+        found = None
+        for version in versions:  # a version of the group may lack the kind (404): try the next one
+            found = session.list(replace(res, version=version))
+            if found is not None:
+                break
         if found is None:
-            diag.warn(f"skipping {res.kind} ({res.plural}.{res.group or 'core'}/{res.version}): "
-                      f"{why or 'not served by the cluster (CRD not installed?)'}")
+            why = why or f"not served by the cluster at {res.group} {', '.join(versions)} (CRD not installed?)"
+            diag.warn(f"skipping {res.kind} ({res.plural}.{res.group or 'core'}): {why}")
         else:
             items.extend(found)
         bar.step(f"{res.kind}: done")

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
-from gpustack_render.render import CATALOG_KIND, load_template, template_file
+from gpustack_render.render import TEMPLATE_KINDS, load_template
+from gpustack_render.render.locate import locate
 from gpustack_render.render.tree import DIRECTIVES
 from gpustack_render.rules.lint import LintResult
 from gpustack_render.rules.read import item_at, key_at, value_at
-from gpustack_render.rules.resources import default_templates_dir
-from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.validate.crd_schema import Crds
 from gpustack_render.yamlio import parse_roundtrip, read_text
 
@@ -32,22 +31,21 @@ def lint_templates(result: LintResult, templates_dir: Path | None, crds_dir: Pat
     """``lint --templates/--crds``: the templates' problems added to ``result``; the notes to print
     (kinds without a CRD, what was checked)."""
     from gpustack_render.validate.crd_schema import load_crd_dir
-    directory = templates_dir or default_templates_dir()
-    if not directory.is_dir():
-        raise UserError.single("templates directory not found", file=str(directory))
-    problems, notes = check_templates(directory, load_crd_dir(crds_dir) if crds_dir is not None else None)
+    problems, notes = check_templates(templates_dir, load_crd_dir(crds_dir) if crds_dir is not None else None)
     result.problems.extend(problems)
     checked = "compiled and checked against the CRDs of " + str(crds_dir) if crds_dir is not None else "compiled"
-    return notes + [f"{len(RENDER_KINDS) + 1} templates of {directory} {checked}"]
+    return notes + [f"{len(TEMPLATE_KINDS)} templates of {locate(templates_dir, TEMPLATE_KINDS).dir} {checked}"]
 
 
-def check_templates(templates_dir: Path, crds: Crds | None) -> tuple[list[Problem], list[str]]:
-    """Every template mistake (compiling) and, with ``crds``, schema problem of the templates in
-    ``templates_dir``; a note per kind without a CRD in ``crds``."""
+def check_templates(templates_dir: Path | None, crds: Crds | None) -> tuple[list[Problem], list[str]]:
+    """Every template mistake (compiling) and, with ``crds``, schema problem of the templates of
+    ``--templates templates_dir`` (an overlay over the built-in ones); a note per kind without a CRD
+    in ``crds``."""
     problems: list[Problem] = []
     notes: list[str] = []
-    for kind in RENDER_KINDS + (CATALOG_KIND,):
-        path = template_file(templates_dir, kind)
+    templates = locate(templates_dir, TEMPLATE_KINDS)
+    for kind in TEMPLATE_KINDS:
+        path = templates.file(kind)
         try:
             load_template(path)
             data = parse_roundtrip(read_text(path, str(path)), str(path))

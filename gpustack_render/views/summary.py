@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import AbstractSet as Set, Any, Iterable, Mapping, Sequence
 
 from gpustack_render.evaluate.chain import flavor_selector
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
+from gpustack_render.k8s import format_decimal_si
 from gpustack_render.views.graph import ACTIVE_STOP_POLICY, queue_quota
 
 NONE = "<none>"        # kubectl's text for an empty cell
@@ -38,6 +39,7 @@ class PoolSummary:
     flavors: list[str] = field(default_factory=list)
     local_queues: int = 0
     warnings: list[str] = field(default_factory=list)
+    local_queue_names: list[str] = field(default_factory=list)  # the distinct LocalQueue names, sorted
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "acceleratable": self.acceleratable,
@@ -54,14 +56,18 @@ def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[Poo
     plan = ctx.evaluation.plan
     queues = sorted(plan.cluster_queues, key=lambda q: q.name)
     rendered = {_name(o): o for o in Renderer(None).render_kind("ClusterQueue", queues)}
-    local = {q.name: 0 for q in queues}
+    local: dict[str, list[str]] = {q.name: [] for q in queues}
     for lq in plan.local_queues:
-        local[lq.cluster_queue] = local.get(lq.cluster_queue, 0) + 1
+        local.setdefault(lq.cluster_queue, []).append(lq.name)
     warnings = list(ctx.diagnostics.warnings)
-    rows = []
+    akey_label = re.compile(re.escape(ctx.rules.normalisation.aKey.labelPrefix) + r"([A-Za-z0-9_-]+)")
+    pools = []
     for queue in queues:
         flavors = pool_flavors(queue, plan.flavors, ctx.rules)
-        acceleratable, akey = _accelerator(ctx, queue.name, flavors)
+        pools.append((queue, flavors, *_accelerator(ctx, queue.name, flavors)))
+    groups = {akey for *_, akey in pools if akey}  # the accelerator groups that have a pool
+    rows = []
+    for queue, flavors, acceleratable, akey in pools:
         nodes = sorted({n for f in flavors for n in f.nodes})
         free, largest = _fit(ctx.rules, akey, nodes, fit_labels) if acceleratable and akey else (None, None)
         rows.append(PoolSummary(
@@ -69,8 +75,9 @@ def summarise(ctx: Any, fit_labels: Mapping[str, Mapping[str, str]]) -> list[Poo
             cards=sum(f.capacity for f in flavors) if acceleratable else None,
             quota=queue_quota(rendered[queue.name]), free_cards=free, max_free_slice=largest,
             stop_policy=queue.stop_policy, refusal=queue.refusal, flavors=[f.name for f in flavors],
-            local_queues=local.get(queue.name, 0),
-            warnings=pool_warnings(warnings, queue.name, {f.name for f in flavors}, set(nodes))))
+            local_queues=len(local[queue.name]), local_queue_names=sorted(set(local[queue.name])),
+            warnings=pool_warnings(warnings, queue.name, {f.name for f in flavors}, set(nodes), akey,
+                                    akey_label, groups)))
     return rows
 
 
@@ -113,16 +120,24 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes: set[str]) -> list[str]:
+def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes: set[str], akey: str = "",
+                  akey_label: re.Pattern[str] | None = None, groups: Set[str] = frozenset()) -> list[str]:
     """The warnings about this pool. A warning that names ClusterQueues is about those queues only
-    (another queue's refusal may mention a Node this pool shares); one that names none is about the
-    pool when it names the pool's InstanceType (same name), one of its flavors or one of its Nodes."""
+    (another queue's refusal may mention a Node this pool shares); one about a Node label of an
+    accelerator group that has a pool (``akey_label`` finds the groups, ``groups`` are those with a
+    pool) is about the pools of that group, the pool the label was meant for, not the CPU pool the
+    Node is left in; any other is about the pool when it names the pool's InstanceType (same
+    name), one of its flavors or one of its Nodes (so a label meant for a pool the render no longer
+    has still shows, under the pools the Node is in)."""
     out = []
     for warning in warnings:
         refs = [(kind, name.rstrip(".")) for kind, name in _REFERENCE.findall(warning)]
         queues = {name for kind, name in refs if kind == "ClusterQueue"}
+        meant = set(akey_label.findall(warning)) & groups if akey_label is not None else set()
         if queues:
             mine = queue in queues
+        elif meant:
+            mine = akey in meant
         else:
             mine = any((kind == "InstanceType" and name == queue) or (kind == "ResourceFlavor" and name in flavors)
                        or (kind == "Node" and name in nodes) for kind, name in refs)
@@ -147,11 +162,12 @@ def _cells(row: PoolSummary, wide: bool) -> list[str]:
     accelerated_missing = UNKNOWN if row.acceleratable else NONE
     cells = [row.name, str(row.nodes), num(row.cards, NONE),
              ",".join(f"{r}={v}" for r, v in row.quota) or NONE,
-             num(row.free_cards, accelerated_missing), num(row.max_free_slice, accelerated_missing),
+             num(row.free_cards, accelerated_missing),  # the slice in units, written as the quota's credits are
+             accelerated_missing if row.max_free_slice is None else format_decimal_si(row.max_free_slice),
              row.stop_policy or ACTIVE_STOP_POLICY, row.refusal.split(":", 1)[0] if row.refusal else NONE,
              str(len(row.warnings))]
     if wide:
-        cells += [row.accelerator_group or NONE, str(len(row.flavors)), str(row.local_queues),
+        cells += [row.accelerator_group or NONE, str(len(row.flavors)), ",".join(row.local_queue_names) or NONE,
                   row.refusal or (row.warnings[0] if row.warnings else NONE)]
     return cells
 
