@@ -274,3 +274,14 @@ def test_an_object_edited_after_rendering_is_written_with_its_edit() -> None:
     text = format_objects(objects, "yaml")
     assert text != first_yaml and "    edited: after\n" in text and "  labels:\n    only: this\n" in text
     assert list(yaml.safe_load_all(text)) == json.loads(format_objects(objects, "json"))["items"]
+
+
+def test_verbose_names_the_writer_a_stream_took(tmp_path: Path) -> None:
+    """-v names the one remaining choice between paths: a value the block emitter does not write (a
+    float) sends the stream to libyaml's dumper, and -v says so; the usual render says nothing."""
+    templates = _edited(tmp_path, "LocalQueue", '  clusterQueue: "{{ obj.cluster_queue }}"',
+                        '  clusterQueue: "{{ obj.cluster_queue }}"\n  weight: 1.5')
+    result = invoke("-v", "render", str(DEMO), "--templates", str(templates))
+    assert result.exit_code == 0 and "  weight: 1.5\n" in result.stdout
+    assert "write: YAML by libyaml's dumper, not the block emitter (a value it does not write: float)" in result.stderr
+    assert "libyaml's dumper" not in invoke("-v", "render", str(DEMO)).stderr
