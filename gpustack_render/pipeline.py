@@ -145,7 +145,12 @@ def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | N
     """``validate SNAPSHOT...``: the rendered objects against the CRDs of ``crds_dir`` (else those in
     the snapshot; none with ``skip_schema``), plus every queue plan the renderer refused."""
     from gpustack_render.validate.crd_schema import crds_from_objects, load_crd_dir
-    from gpustack_render.validate import validate_objects
+    from gpustack_render.validate import Outcome, validate_objects
+    if crds_dir is not None and not skip_schema:  # the templates first: their problems at file:line:col
+        from gpustack_render.validate.template_schema import check_templates
+        problems, notes = check_templates(templates_dir, load_crd_dir(crds_dir))
+        if problems:
+            return Outcome(lines=[p.format() for p in problems], notes=notes)
     objects = render_objects(ctx, templates_dir)
     refusals = [(q.name, q.refusal) for q in ctx.evaluation.plan.cluster_queues if q.refusal]
     if skip_schema:

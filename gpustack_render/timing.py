@@ -12,6 +12,12 @@ from typing import Iterator
 
 START = time.perf_counter()
 STAGES: list[tuple[str, float]] = []
+NOTES: list[str] = []  # a choice between two ways of doing a stage's job, when the other one was taken
+
+
+def note(text: str) -> None:
+    if text not in NOTES:
+        NOTES.append(text)
 
 
 @contextmanager
@@ -31,3 +37,4 @@ def reset() -> None:
     global START
     START = time.perf_counter()
     STAGES.clear()
+    NOTES.clear()

@@ -12,7 +12,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 import yaml
@@ -21,7 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.resolver import implicit_resolvers as _ruamel_implicit_resolvers
 
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.memo import Memo
+from gpustack_render.memo import Bounded, Memo
 
 # libyaml's classes when PyYAML has them, chosen at run time: typed Any so they can be base classes
 # (the stubs type the C and Python classes apart).
@@ -170,11 +170,16 @@ def read_text(path: Path, display: str) -> str:
 
 
 def load_roundtrip(path: Path, display: str) -> Any:
-    """Load one rule file with positions for ``file:line:col`` messages: by libyaml when the text is
-    in the subset where it builds exactly what ruamel's round-trip loader builds
+    """Load one rule file (or template) with positions for ``file:line:col`` messages (see
+    :func:`parse_roundtrip`)."""
+    return parse_roundtrip(read_text(path, display), display)
+
+
+def parse_roundtrip(text: str, display: str) -> Any:
+    """Parse a rule file's (or template's) text with positions: by libyaml when the text is in the
+    subset where it builds exactly what ruamel's round-trip loader builds
     (:mod:`gpustack_render.yamlpos`, over ten times faster), else by ruamel, as always (its values,
     positions and error messages)."""
-    text = read_text(path, display)
     from gpustack_render import yamlpos
     try:
         return yamlpos.load(text)
@@ -192,22 +197,26 @@ def load_roundtrip(path: Path, display: str) -> Any:
         raise UserError([Problem(f"invalid YAML: {str(err).splitlines()[0]}", file=display)]) from None
 
 
-def dump_yaml_stream(objects: Iterable[Any], known: Mapping[int, tuple[Any, Any, Callable[[Any], str]]] | None = None) -> str:
-    """A multi-document YAML stream, every document opened by ``---``. ``known``: for a document
-    (by ``id``, the same object), its row and the writer that writes it (:func:`document_writer`)."""
+def dump_yaml_stream(objects: Iterable[Any]) -> str:
+    """A multi-document YAML stream, every document opened by ``---``."""
     documents = list(objects)
     out: list[str] = []
+    writers = _MAPPING_WRITERS
     try:
         for doc in documents:
             out.append("---\n")  # what follows it starts its own line, as in an empty document
-            entry = known.get(id(doc)) if known else None
-            if entry is not None and entry[0] is doc:
-                out.append(entry[2](entry[1]))
+            if type(doc) is dict and doc:  # _emit_document's mapping case, its writer found here
+                key = ("", "", tuple(doc))
+                write = writers.get(key)
+                if write is None:
+                    write = writers[key] = _mapping_writer(key, doc)
+                write(doc, out, set())
             else:
                 _emit_document(doc, out)
         return "".join(out)
-    except NotSimple:
-        pass
+    except NotSimple as err:
+        from gpustack_render import timing
+        timing.note(f"write: YAML by libyaml's dumper, not the block emitter (a value it does not write: {err})")
     return yaml.dump_all(documents, Dumper=StreamDumper, sort_keys=False, explicit_start=True,
                          default_flow_style=False, allow_unicode=True, width=1 << 20)
 
@@ -435,96 +444,130 @@ def _emit_document(doc: Any, out: list[str]) -> None:
 
 def _emit_mapping(mapping: dict[Any, Any], pad: str, lead: str, out: list[str], seen: set[int]) -> None:
     """``pad`` starts every line but the first, which ``lead`` starts: ``pad`` on a line of its
-    own, ``""`` after the ``- `` the caller wrote."""
-    if id(mapping) in seen:  # the dumper would write an anchor and an alias
-        raise NotSimple("shared")
-    seen.add(id(mapping))
-    append, key_texts, scalar_texts = out.append, _KEY_TEXTS, _SCALAR_TEXTS
-    for key, value in mapping.items():
-        key_text = key_texts[key] if type(key) is str else _scalar(key, type(key))
-        kind = type(value)
-        if kind is str:
-            append(f"{lead}{key_text}: {scalar_texts[value]}\n")
-        elif kind is dict:
-            if value:
-                append(f"{lead}{key_text}:\n")
-                inner = pad + "  "
+    own, ``""`` after the ``- `` the caller wrote. Written by the writer of its key sequence
+    (:func:`_mapping_writer`)."""
+    key = (lead, pad, tuple(mapping))
+    write = _MAPPING_WRITERS.get(key)
+    if write is None:
+        write = _MAPPING_WRITERS[key] = _mapping_writer(key, mapping)
+    write(mapping, out, seen)
+
+
+def _emit_entry(prefix: str, value: Any, pad: str, out: list[str], seen: set[int]) -> None:
+    """One entry: ``prefix`` is its line up to the key's colon."""
+    kind = type(value)
+    if kind is str:
+        out.append(f"{prefix} {_SCALAR_TEXTS[value]}\n")
+    elif kind is dict:
+        if value:
+            out.append(prefix + "\n")
+            inner = pad + "  "
+            if len(value) >= _TEXT_BLOCK_MIN and is_text_map(value):  # labels: their block once per content
+                _not_seen(value, seen)
+                out.append(_TEXT_BLOCKS[(inner, tuple(value.items()))])
+            else:
                 _emit_mapping(value, inner, inner, out, seen)
-            else:
-                _not_seen(value, seen)
-                append(f"{lead}{key_text}: {{}}\n")
-        elif kind is list:
-            if value:
-                append(f"{lead}{key_text}:\n")
-                _emit_sequence(value, pad, out, seen)
-            else:
-                _not_seen(value, seen)
-                append(f"{lead}{key_text}: []\n")
         else:
-            append(f"{lead}{key_text}: {_scalar(value, kind)}\n")
-        lead = pad
+            _not_seen(value, seen)
+            out.append(prefix + " {}\n")
+    elif kind is list:
+        if value:
+            out.append(prefix + "\n")
+            _emit_sequence(value, pad, out, seen)
+        else:
+            _not_seen(value, seen)
+            out.append(prefix + " []\n")
+    else:
+        out.append(f"{prefix} {_scalar(value, kind)}\n")
 
 
-def document_writer(sample: Any, holes: Sequence[tuple[str, int, bool]]) -> Callable[[Sequence[Any]], str] | None:
-    """How to write, for each row of values, the document that ``sample`` is with each hole filled:
-    ``holes`` are (a word ``sample`` holds exactly once, as a mapping's value; the row index of the
-    value that stands there; whether that value is a mapping of strings). The document is written
-    once by the emitter with the words in place and cut at them, so a row's document is the same
-    text with each value's own text in its place: a scalar as the emitter writes it there, a mapping
-    of strings as its block (``{}`` when empty). ``None`` when a word stands anywhere else (a key, a
-    sequence item, a mapping after a dash) or the sample is not written by the emitter."""
-    try:
-        text = _fast_document(sample)
-    except NotSimple:
-        return None
-    found = []
-    for word, index, mapping in holes:
-        at = text.find(": " + word + "\n")
-        if at < 0 or text.count(word) != 1:
-            return None
-        line = text[text.rfind("\n", 0, at) + 1:at]
-        content = line.lstrip(" ")
-        if mapping and (content.startswith("- ") or content == "-"):
-            return None
-        found.append((at, len(word), index, mapping, " " * (len(line) - len(content) + 2)))
-    found.sort()
-    pieces: list[tuple[str, int, bool, str]] = []
-    start = 0
-    for at, length, index, mapping, inner in found:
-        pieces.append((text[start:at + 1], index, mapping, inner))  # up to the key's colon
-        start = at + 2 + length
-    tail = text[start:]
+Writer = Callable[[dict[Any, Any], list[str], set[int]], None]
+_INLINE_DEPTH = 4  # nested mappings written out inside their parent's writer
 
-    def write(row: Sequence[Any]) -> str:
-        out = []
-        for chunk, index, mapping, inner in pieces:
-            out.append(chunk)
-            value = row[index]
-            if mapping:
-                out.append(_block_after_key(value, inner))
-            else:
-                out.append(" " + (_scalar_text(value) if type(value) is str else _scalar(value, type(value))))
-        out.append(tail)
-        return "".join(out)
+
+def _mapping_writer(content: tuple[str, str, tuple[Any, ...]], example: dict[Any, Any]) -> Writer:
+    """The writer of the mappings with one key sequence at one indentation (a kind's objects share a
+    few), generated from the first one written: every entry written out, a string value in one step
+    (its text memoised, the key's line prefix a constant), a nested mapping with the example's keys
+    written out in place (its keys checked first), anything else by :func:`_emit_entry`. Every
+    mapping it writes is written from its own content; one written twice in a document is an
+    anchor for the dumper (:class:`NotSimple`)."""
+    lead, pad, keys = content
+    code = _WriterCode()
+    code.mapping("m", example, lead, pad, 1, 0)
+    namespace = {"P": code.prefixes, "K": code.keys, "S": _SCALAR_TEXTS, "ENTRY": _emit_entry,
+                 "NotSimple": NotSimple, "TB": _TEXT_BLOCKS, "TEXT_MAP": is_text_map, "MIN": _TEXT_BLOCK_MIN}
+    exec("def write(m, out, seen):\n" + "\n".join(code.lines), namespace)  # our generated code
+    write: Writer = namespace["write"]  # type: ignore[assignment]
     return write
 
 
-def _block_after_key(mapping: dict[str, str], pad: str) -> str:
-    """What follows ``key:`` for a mapping of strings at ``pad``: `` {}``, or its block (the
-    newline before it, none after it)."""
-    return _BLOCKS[(pad, tuple(mapping.items()))] if mapping else " {}"
+class _WriterCode:
+    """The source of one generated mapping writer (:func:`_mapping_writer`)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.prefixes: list[str] = []
+        self.keys: list[tuple[str, ...]] = []
+        self.count = 0
+
+    def line(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+    def mapping(self, var: str, example: dict[Any, Any], lead: str, pad: str, depth: int, nesting: int) -> None:
+        if not all(type(key) is str for key in example):  # 1 and True are one key of the memo: the dumper decides
+            raise NotSimple("key")
+        self.line(depth, f"if id({var}) in seen: raise NotSimple('shared')")
+        self.line(depth, f"seen.add(id({var}))")
+        names = []
+        for _key in example:
+            self.count += 1
+            names.append(f"v{self.count}")
+        self.line(depth, f"{''.join(n + ', ' for n in names)}= {var}.values()")
+        for index, (key, name) in enumerate(zip(example, names)):
+            prefix = len(self.prefixes)
+            self.prefixes.append((lead if index == 0 else pad) + _key_text(key) + ":")
+            self.entry(name, example[key], prefix, pad, depth, nesting)
+
+    def entry(self, name: str, sample: Any, prefix: int, pad: str, depth: int, nesting: int) -> None:
+        self.line(depth, f"if type({name}) is str: out.append(f'{{P[{prefix}]}} {{S[{name}]}}\\n')")
+        inner = pad + "  "
+        if type(sample) is dict and sample and nesting < _INLINE_DEPTH \
+                and not (len(sample) >= _TEXT_BLOCK_MIN and is_text_map(sample)):
+            self.keys.append(tuple(sample))
+            self.line(depth, f"elif type({name}) is dict and tuple({name}) == K[{len(self.keys) - 1}]:")
+            self.line(depth + 1, f"out.append(P[{prefix}] + '\\n')")
+            self.mapping(name, sample, inner, inner, depth + 1, nesting + 1)
+        elif type(sample) is dict and sample:  # a labels block
+            self.line(depth, f"elif type({name}) is dict and len({name}) >= MIN and TEXT_MAP({name}):")
+            self.line(depth + 1, f"if id({name}) in seen: raise NotSimple('shared')")
+            self.line(depth + 1, f"seen.add(id({name}))")
+            self.line(depth + 1, f"out.append(P[{prefix}] + '\\n'); out.append(TB[({inner!r}, tuple({name}.items()))])")
+        self.line(depth, f"else: ENTRY(P[{prefix}], {name}, {pad!r}, out, seen)")
 
 
-def _new_block(content: tuple[str, tuple[tuple[str, str], ...]]) -> str:
+_MAPPING_WRITERS: Bounded[tuple[str, str, tuple[Any, ...]], Writer] = Bounded(4096)
+
+
+_ONLY_STR = frozenset({str})
+
+
+def is_text_map(data: dict[Any, Any]) -> bool:
+    """Whether a mapping holds only ``str`` keys and values (labels, annotations); checked in C."""
+    return set(map(type, data)) <= _ONLY_STR and set(map(type, data.values())) <= _ONLY_STR
+
+
+def _new_text_block(content: tuple[str, tuple[tuple[str, str], ...]]) -> str:
     pad, items = content
     lines: list[str] = []
     _emit_mapping(dict(items), pad, pad, lines, set())
-    return "\n" + "".join(lines)[:-1]
+    return "".join(lines)
 
 
-# Blocks of mappings of strings per indentation and content (document_writer's rows: label sets
-# repeat across thousands of objects).
-_BLOCKS: Memo[tuple[str, tuple[tuple[str, str], ...]], str] = Memo(_new_block, 4096)
+# The block of a mapping of strings per indentation and content: label sets repeat across
+# thousands of objects (every NodeFeature's labels are one of a few dozen).
+_TEXT_BLOCK_MIN = 4
+_TEXT_BLOCKS: Memo[tuple[str, tuple[tuple[str, str], ...]], str] = Memo(_new_text_block, 4096)
 
 
 def _emit_sequence(items: list[Any], pad: str, out: list[str], seen: set[int]) -> None:
@@ -612,7 +655,8 @@ def has_float(obj: Any) -> bool:
 # libyaml, which also gives the error messages.
 # ---------------------------------------------------------------------------------------------
 class NotSimple(Exception):
-    """The text is outside the subset :func:`load_simple_block` reads; use libyaml."""
+    """The text is outside the subset :func:`load_simple_stream` reads, or a value outside what the
+    block emitter writes: use libyaml."""
 
 
 # Characters outside this set make libyaml complain or read differently (tabs, CR, BOM, controls).
@@ -812,19 +856,6 @@ class _Block:
                 out.append(_inline(stripped))
                 self.after_inline(indent)
         return out
-
-
-def load_simple_block(text: str) -> Any:
-    """One rendered document, read as libyaml would read it, or :class:`NotSimple`."""
-    if _SIMPLE_TEXT_BAD.search(text):
-        raise NotSimple("characters")
-    block = _Block(text)
-    if not block.lines or block.lines[0][1][0] in "%":
-        raise NotSimple("empty")
-    value = block.node(block.indent())
-    if block.pos != len(block.lines):
-        raise NotSimple("trailing lines")
-    return value
 
 
 _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)

@@ -108,7 +108,7 @@ def test_explained_object_is_the_rendered_one(target: str) -> None:
     report = explain_json(target)
     obj = next(o for o in rendered() if target_of(o) == target)
     assert report["object"] == obj
-    assert report["rendered"] is True and report["template"].endswith(f"templates/{obj['kind']}.yaml.j2")
+    assert report["rendered"] is True and report["template"].endswith(f"templates/{obj['kind']}.yaml")
     # every leaf is listed once, each with at least one source
     assert len(report["fields"]) == leaves(obj)
     assert all(f["from"] and all(isinstance(o, str) and o for o in f["from"]) for f in report["fields"])

@@ -344,7 +344,7 @@ def test_argocd_plugin_checks_schemas_when_the_application_ships_crds(tmp_path: 
     # The schema check runs: a ClusterQueue value the CRD's enum does not allow fails validation.
     templates = app / "templates"
     shutil.copytree(REPO / "templates", templates)
-    template = templates / "ClusterQueue.yaml.j2"
+    template = templates / "ClusterQueue.yaml"
     text = template.read_text(encoding="utf-8")
     assert "whenCanPreempt: MayStopSearch" in text
     template.write_text(text.replace("whenCanPreempt: MayStopSearch", "whenCanPreempt: Sometimes"), encoding="utf-8")
@@ -417,11 +417,11 @@ def test_output_overlays_are_valid_rule_files(overlay: Path, tmp_path: Path) -> 
 # --- overlays: one rule file and one template in the application (issue 24 points 3 and 4) ----------
 
 TOPOLOGY_NAME = 'topology: "gpustack-{profile}"'
-LQ_ANCHOR = "  name: {{ obj.name | q }}\n"
+LQ_ANCHOR = '  name: "{{ obj.name }}"\n'
 
 
 def _one_rule_file_and_one_template(app: Path) -> None:
-    """rules/ with only naming.yaml (a changed Topology name), templates/ with only LocalQueue.yaml.j2
+    """rules/ with only naming.yaml (a changed Topology name), templates/ with only LocalQueue.yaml
     (a team label)."""
     (app / "rules").mkdir(parents=True)
     text = load_text(REPO / "rules" / "naming.yaml")
@@ -429,9 +429,9 @@ def _one_rule_file_and_one_template(app: Path) -> None:
     (app / "rules" / "naming.yaml").write_text(text.replace(TOPOLOGY_NAME, 'topology: "topo-{profile}"'),
                                                encoding="utf-8")
     (app / "templates").mkdir()
-    text = load_text(REPO / "templates" / "LocalQueue.yaml.j2")
+    text = load_text(REPO / "templates" / "LocalQueue.yaml")
     assert LQ_ANCHOR in text
-    (app / "templates" / "LocalQueue.yaml.j2").write_text(text.replace(LQ_ANCHOR, LQ_ANCHOR + "  labels:\n    team: ml\n"),
+    (app / "templates" / "LocalQueue.yaml").write_text(text.replace(LQ_ANCHOR, LQ_ANCHOR + "  labels:\n    team: ml\n"),
                                                         encoding="utf-8")
 
 
@@ -458,7 +458,7 @@ def test_argocd_plugin_uses_the_applications_rule_and_template_overlays(tmp_path
     # The schema check of init renders with the template too: a template the CRD refuses fails the sync.
     if (CRDS / "kueue").is_dir():
         shutil.copytree(CRDS, app / "crds")
-        template = app / "templates" / "LocalQueue.yaml.j2"
+        template = app / "templates" / "LocalQueue.yaml"
         template.write_text(load_text(template).replace("spec:\n", "spec:\n  stopPolicy: Sometimes\n"), encoding="utf-8")
         init, _ = _sync(app, env)
         assert init.returncode == 1 and "stopPolicy" in init.stdout, init.stdout + init.stderr
@@ -498,15 +498,15 @@ def test_pre_commit_hooks_use_the_applications_templates(tmp_path: Path) -> None
     _assert_overlays_applied("".join("---\n" + p.read_text(encoding="utf-8") for p in sorted(rendered.iterdir())
                                      if p.name != "kustomization.yaml"))
     # A template mistake fails the validate hook (it renders with templates/, not the built-in ones).
-    template = tmp_path / "templates" / "LocalQueue.yaml.j2"
-    template.write_text(load_text(template).replace("{{ obj.name | q }}", "{{ obj.nmae | q }}", 1), encoding="utf-8")
+    template = tmp_path / "templates" / "LocalQueue.yaml"
+    template.write_text(load_text(template).replace('"{{ obj.name }}"', '"{{ obj.nmae }}"', 1), encoding="utf-8")
     proc = _hook("gpustack-render-validate", tmp_path)
-    assert proc.returncode == 2 and "LocalQueue.yaml.j2" in proc.stderr, proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "LocalQueue.yaml" in proc.stderr, proc.stdout + proc.stderr
     # args that name --templates themselves (another layout) are used as they are, not doubled.
     shutil.move(tmp_path / "templates", tmp_path / "gitops-templates")
     proc = _hook("gpustack-render-render", tmp_path, ["snapshot", "--rules", "rules", "--templates",
                                                       "gitops-templates", "-o", "rendered"])
-    assert proc.returncode == 2 and "gitops-templates/LocalQueue.yaml.j2" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "gitops-templates/LocalQueue.yaml" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("content", ["broken", "naming"])

@@ -239,8 +239,8 @@ def _broken_templates(tmp_path: Path) -> Path:
     """The built-in templates with LocalQueue (the last kind rendered) failing at render time."""
     dest = tmp_path / "templates-broken"
     shutil.copytree(REPO / "templates", dest)
-    lq = dest / "LocalQueue.yaml.j2"
-    lq.write_text(lq.read_text(encoding="utf-8") + "\n{{ undefined_thing.attr }}\n", encoding="utf-8")
+    lq = dest / "LocalQueue.yaml"
+    lq.write_text(lq.read_text(encoding="utf-8") + "status: \"{{ undefined_thing.attr }}\"\n", encoding="utf-8")
     return dest
 
 

@@ -135,10 +135,10 @@ def test_a_directory_without_rule_files_is_one_error(tmp_path: Path) -> None:
 
 def _local_queue_overlay(target: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
-    text = (TEMPLATES / "LocalQueue.yaml.j2").read_text(encoding="utf-8")
-    anchor = "  name: {{ obj.name | q }}\n"
+    text = (TEMPLATES / "LocalQueue.yaml").read_text(encoding="utf-8")
+    anchor = '  name: "{{ obj.name }}"\n'
     assert anchor in text
-    (target / "LocalQueue.yaml.j2").write_text(text.replace(anchor, anchor + "  labels:\n    team: platform\n"),
+    (target / "LocalQueue.yaml").write_text(text.replace(anchor, anchor + "  labels:\n    team: platform\n"),
                                                encoding="utf-8")
     return target
 
@@ -158,13 +158,13 @@ def test_a_directory_without_templates_is_one_error(tmp_path: Path) -> None:
     result = invoke("render", DEMO, "--templates", DEMO)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"gpustack-render: error: {DEMO}: no template in this directory (a template is " \
-        "<Kind>.yaml.j2, for example NodeFeature.yaml.j2; an overlay holds only the ones it changes)\n"
+        "<Kind>.yaml, for example NodeFeature.yaml; an overlay holds only the ones it changes)\n"
     # A misspelt template name would be ignored silently in an overlay: it is an error.
-    (tmp_path / "ClusterQueues.yaml.j2").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "ClusterQueues.yaml").write_text("{}\n", encoding="utf-8")
     result = invoke("render", DEMO, "--templates", tmp_path)
     assert result.exit_code == 2 and result.stderr == (
-        f"gpustack-render: error: {tmp_path}/ClusterQueues.yaml.j2: no rendered kind has this template name "
-        "(templates are <Kind>.yaml.j2) (did you mean 'ClusterQueue.yaml.j2'?)\n"), result.stderr
+        f"gpustack-render: error: {tmp_path}/ClusterQueues.yaml: no rendered kind has this template name "
+        "(templates are <Kind>.yaml) (did you mean 'ClusterQueue.yaml'?)\n"), result.stderr
 
 
 @pytest.mark.parametrize("name", ["naming.json", "naming.YAML"])
@@ -191,23 +191,23 @@ def test_a_rule_file_that_is_not_read_is_an_error_not_a_built_in_kind(name: str,
 
 
 
-@pytest.mark.parametrize("name", ["LocalQueue.yml.j2", "LocalQueue.j2", "LocalQueue.yaml.jinja", "LocalQueue.yaml"])
+@pytest.mark.parametrize("name", ["LocalQueue.yml", "LocalQueue.j2", "LocalQueue.yaml.jinja", "LocalQueue.yaml.j2"])
 def test_a_template_under_a_misspelt_suffix_is_an_error(name: str, tmp_path: Path) -> None:
-    """A template named for a kind but not <Kind>.yaml.j2 is not read: alone, or beside a template
+    """A template named for a kind but not <Kind>.yaml is not read: alone, or beside a template
     that is, it is an error naming it (was: ignored, the built-in template rendered, exit 0)."""
     overlay = _local_queue_overlay(tmp_path / "templates")
-    (overlay / "LocalQueue.yaml.j2").rename(overlay / name)
+    (overlay / "LocalQueue.yaml").rename(overlay / name)
     wanted = [f"gpustack-render: error: {overlay / name}: not read as a template (templates are named "
-              "<Kind>.yaml.j2) (did you mean 'LocalQueue.yaml.j2'?)"]
+              "<Kind>.yaml) (did you mean 'LocalQueue.yaml'?)"]
     result = invoke("render", DEMO, "--templates", overlay)
     assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
-    shutil.copyfile(TEMPLATES / "ClusterQueue.yaml.j2", overlay / "ClusterQueue.yaml.j2")
+    shutil.copyfile(TEMPLATES / "ClusterQueue.yaml", overlay / "ClusterQueue.yaml")
     result = invoke("render", DEMO, "--templates", overlay)
     assert (result.exit_code, result.stdout, result.stderr.splitlines()) == (2, "", wanted), result.stderr
     # Files that are no template of a kind stay unread (a helper, an editor's backup).
-    (overlay / name).rename(overlay / "LocalQueue.yaml.j2")
+    (overlay / name).rename(overlay / "LocalQueue.yaml")
     (overlay / "_helpers.j2").write_text("{% macro x() %}{% endmacro %}\n", encoding="utf-8")
-    (overlay / "LocalQueue.yaml.j2.orig").write_text("old\n", encoding="utf-8")
+    (overlay / "LocalQueue.yaml.orig").write_text("old\n", encoding="utf-8")
     assert "team: platform" in _ok(invoke("render", DEMO, "--templates", overlay))
 
 

@@ -455,10 +455,10 @@ def template_lines(stderr: str, path: Path) -> list[int | None]:
     return [int(m[1]) if m[1] else None for m in re.finditer(re.escape(str(path)) + r"(?::(\d+))?", stderr)]
 
 
-@pytest.mark.parametrize("name", ["Topology.yaml.j2", "ResourceFlavor.yaml.j2", "ClusterQueue.yaml.j2"])
+@pytest.mark.parametrize("name", ["Topology.yaml", "ResourceFlavor.yaml", "ClusterQueue.yaml"])
 def test_template_syntax_error_is_a_usage_error(tmp_path: Path, name: str) -> None:
     templates = copy_templates(tmp_path)
-    text = replace_template(templates, name, "kind: ", "kind: {{ obj.name ) }}\nignored: ")
+    text = replace_template(templates, name, "kind: ", "kind: \"{{ obj.name ) }}\"\nignored: ")
     stderr = run_template_failure(templates)
     mentions = template_lines(stderr, templates / name)
     assert mentions, f"the broken template is not named:\n{stderr}"
@@ -468,19 +468,19 @@ def test_template_syntax_error_is_a_usage_error(tmp_path: Path, name: str) -> No
 
 def test_template_unclosed_block_is_a_usage_error(tmp_path: Path) -> None:
     templates = copy_templates(tmp_path)
-    path = templates / "LocalQueue.yaml.j2"
-    path.write_text(path.read_text(encoding="utf-8") + "{% if obj %}\n", encoding="utf-8")
+    path = templates / "LocalQueue.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + "status: \"{% if obj %}\"\n", encoding="utf-8")
     stderr = run_template_failure(templates)
     assert template_lines(stderr, path), stderr
 
 
 def test_template_errors_in_two_templates_are_both_reported(tmp_path: Path) -> None:
     templates = copy_templates(tmp_path)
-    replace_template(templates, "Topology.yaml.j2", "kind: ", "kind: {{ obj.name ) }}\nignored: ")
-    replace_template(templates, "LocalQueue.yaml.j2", "kind: ", "kind: {% endif %}\nignored: ")
+    replace_template(templates, "Topology.yaml", "kind: ", "kind: \"{{ obj.name ) }}\"\nignored: ")
+    replace_template(templates, "LocalQueue.yaml", "kind: ", "kind: \"{% endif %}\"\nignored: ")
     stderr = run_template_failure(templates)
-    assert template_lines(stderr, templates / "Topology.yaml.j2"), stderr
-    assert template_lines(stderr, templates / "LocalQueue.yaml.j2"), stderr
+    assert template_lines(stderr, templates / "Topology.yaml"), stderr
+    assert template_lines(stderr, templates / "LocalQueue.yaml"), stderr
 
 
 UNSAFE = {
@@ -497,8 +497,8 @@ UNSAFE = {
 @pytest.mark.parametrize("expr", list(UNSAFE.values()), ids=list(UNSAFE))
 def test_template_sandbox_blocks_unsafe_access(tmp_path: Path, expr: str) -> None:
     templates = copy_templates(tmp_path)
-    replace_template(templates, "Topology.yaml.j2", "  name: {{ obj.name | q }}\n",
-                     "  name: {{ obj.name | q }}\n  annotations:\n    leak: {{ (" + expr + ") | string | q }}\n")
+    replace_template(templates, "Topology.yaml", '  name: "{{ obj.name }}"\n',
+                     '  name: "{{ obj.name }}"\n  annotations:\n    leak: "{{ (' + expr.replace('"', '\\"') + ') | string }}"\n')
     proc = run_cli("render", "--format", "json", "--templates", str(templates), "fixtures/demo")
     assert "Traceback" not in proc.stderr, proc.stderr
     if proc.returncode == 0:
@@ -508,19 +508,19 @@ def test_template_sandbox_blocks_unsafe_access(tmp_path: Path, expr: str) -> Non
     else:
         assert proc.returncode == 2, proc.stderr
         assert proc.stdout == ""
-        assert template_lines(proc.stderr, templates / "Topology.yaml.j2"), proc.stderr
+        assert template_lines(proc.stderr, templates / "Topology.yaml"), proc.stderr
 
 
 def test_raw_unsafe_expression_without_filters(tmp_path: Path) -> None:
     """The literal ``{{ obj.__class__.__mro__ }}`` in a label value."""
     templates = copy_templates(tmp_path)
-    replace_template(templates, "Topology.yaml.j2", "    resource.gpustack.ai/type: topology\n",
+    replace_template(templates, "Topology.yaml", "    resource.gpustack.ai/type: topology\n",
                      "    resource.gpustack.ai/type: topology\n    leak: \"{{ obj.__class__.__mro__ }}\"\n")
     proc = run_cli("render", "--format", "json", "--templates", str(templates), "fixtures/demo")
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 2 or ("<class" not in proc.stdout), proc.stdout[:2000]
     if proc.returncode == 2:
-        assert proc.stdout == "" and str(templates / "Topology.yaml.j2") in proc.stderr
+        assert proc.stdout == "" and str(templates / "Topology.yaml") in proc.stderr
 
 
 def test_missing_templates_directory(tmp_path: Path) -> None:
@@ -532,7 +532,7 @@ def test_missing_templates_directory(tmp_path: Path) -> None:
 def test_missing_template_file_is_the_built_in_one(tmp_path: Path) -> None:
     """--templates is an overlay: a kind the directory has no template of renders with the built-in one."""
     templates = copy_templates(tmp_path)
-    (templates / "InstanceType.yaml.j2").unlink()
+    (templates / "InstanceType.yaml").unlink()
     proc = run_cli("render", "--templates", str(templates), "fixtures/demo")
     assert proc.returncode == 0 and proc.stdout == run_cli("render", "fixtures/demo").stdout, proc.stderr
 

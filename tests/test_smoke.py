@@ -88,7 +88,7 @@ def test_smoke_case_runner_in_process_equals_the_child_process(name: str, monkey
 
 WHEEL_DATA = (
     "gpustack_render/_data/rules/naming.yaml",
-    "gpustack_render/_data/templates/ClusterQueue.yaml.j2",
+    "gpustack_render/_data/templates/ClusterQueue.yaml",
 )
 
 

@@ -762,10 +762,10 @@ def overlay_repo(snapshot: str) -> Callable[[Path], None]:
         rename_topology(work)
         templates = work / "gpustack" / "templates"
         templates.mkdir()
-        text = (REPO / "templates" / "LocalQueue.yaml.j2").read_text(encoding="utf-8")
-        anchor = "  name: {{ obj.name | q }}\n"
+        text = (REPO / "templates" / "LocalQueue.yaml").read_text(encoding="utf-8")
+        anchor = '  name: "{{ obj.name }}"\n'
         assert anchor in text
-        (templates / "LocalQueue.yaml.j2").write_text(text.replace(anchor, anchor + "  labels:\n    team: ml\n"),
+        (templates / "LocalQueue.yaml").write_text(text.replace(anchor, anchor + "  labels:\n    team: ml\n"),
                                                       encoding="utf-8")
         (work / "gpustack" / "snapshot").mkdir(parents=True)
         (work / "gpustack" / "snapshot" / "cluster.json").write_text(snapshot, encoding="utf-8")
@@ -792,7 +792,7 @@ def test_an_overlay_of_one_rule_file_and_one_template_is_rendered(actions: Actio
                for name, text in files.items() if not name.endswith("kustomization.yaml"))
     # A pull request changing the template: its diff is rendered with both overlays too.
     def relabel(work: Path) -> None:
-        template = work / "gpustack" / "templates" / "LocalQueue.yaml.j2"
+        template = work / "gpustack" / "templates" / "LocalQueue.yaml"
         template.write_text(template.read_text(encoding="utf-8").replace("team: ml", "team: research"),
                             encoding="utf-8")
     actions.commit("templates: the research team's queues", relabel, branch="pr-6")

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "docs" / "tools" / "rules.md.in"
 PAGE = REPO / "docs" / "rules.md"
 # What the page's commands read, copied into the scratch directory (paths relative to the repository).
-INPUTS = ("rules", "fixtures/demo", "fixtures/cases/demo-default", "fixtures/cases/overlapping-selectors",
+INPUTS = ("rules", "templates", "fixtures/demo", "fixtures/cases/demo-default", "fixtures/cases/overlapping-selectors",
           "docs/examples")
 KX_CASE = "fixtures/cases/kunlunxin-p800"
 _TIME = re.compile(r"(?<=\s)\d+\.\d\ds(?=\s|$)", re.M)
@@ -94,12 +94,13 @@ class Scratch:
         assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {rel}"
         path.write_text(text.replace(old, new), encoding="utf-8")
 
-    def diff(self, name: str) -> None:
-        """``git diff rules``: the page's edit of the rules against the copy's start."""
-        now = self._files("rules")
+    def diff(self, name: str, rel_dir: str = "rules") -> None:
+        """``git diff rules`` (or templates): the page's edit against the copy's start."""
+        now = self._files(rel_dir)
+        base = self.base if rel_dir == "rules" else {rel: (REPO / rel).read_text(encoding="utf-8") for rel in now}
         chunks = []
-        for rel in sorted(set(self.base) | set(now)):
-            before, after = self.base.get(rel, ""), now.get(rel, "")
+        for rel in sorted(set(base) | set(now)):
+            before, after = base.get(rel, ""), now.get(rel, "")
             if before != after:
                 chunks.append(f"diff --git a/{rel} b/{rel}\n" + "".join(difflib.unified_diff(
                     before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{rel}", f"b/{rel}")))
@@ -110,7 +111,7 @@ class Scratch:
 
     def restore(self) -> None:
         """Back to the start: the rules and every copied case as they were, the page's extra files gone."""
-        for rel in ("rules", "fixtures"):
+        for rel in ("rules", "templates", "fixtures"):
             shutil.rmtree(self.root / rel, ignore_errors=True)
         for rel in INPUTS:
             if not (self.root / rel).exists():
@@ -235,7 +236,21 @@ def _facts(s: Scratch) -> None:
     s.restore()
 
 
-SECTIONS = (_loop, _manufacturer, _naming, _tier, _output, _elsewhere, _facts)
+def _template(s: Scratch) -> None:
+    nf = "templates/NodeFeature.yaml"
+    s.edit(nf, '    nfd.node.kubernetes.io/node-name: "{{ obj.node }}"\n',
+           '    nfd.node.kubernetes.io/node-name: "{{ obj.node }}"\n    team: "gpu-{{ obj.namespace | upper }}"\n'
+           '    labelled: "{{ \'yes\' if obj.labels else omit }}"\n')
+    s.diff("template.diff", "templates")
+    s.step("template-render", "gpustack-render render fixtures/demo --templates templates | sed -n '1,12p'")
+    s.edit(nf, 'team: "gpu-{{ obj.namespace | upper }}"', 'team: "gpu-{{ obj.namspace | upper }}"')
+    s.step("template-fails", "gpustack-render render fixtures/demo --templates templates > /dev/null")
+    s.edit(nf, "spec:\n", "spec:\n  labls: {}\n  extra:\n    $fro: x in obj.labels\n")
+    s.step("template-lint", "gpustack-render lint --templates templates")
+    s.restore()
+
+
+SECTIONS = (_loop, _manufacturer, _naming, _tier, _output, _elsewhere, _facts, _template)
 
 
 def build(template_path: Path = TEMPLATE, sections: tuple[Callable[[Scratch], None], ...] = SECTIONS) -> str:

@@ -120,6 +120,8 @@ def report_timings() -> None:
     """With ``-v``: how long each pipeline stage took (gpustack_render.timing)."""
     from gpustack_render import timing
     if verbose() and timing.STAGES:
+        for text in timing.NOTES:
+            info_line(text)
         info_line("timing: " + ", ".join(f"{name} {seconds:.3f}s" for name, seconds in timing.STAGES)
                   + f"; total {timing.elapsed():.3f}s")
 
@@ -165,7 +167,7 @@ def chain_inputs(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 templates_option = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path),
-                                help="Templates directory, an overlay over the built-in templates: a <Kind>.yaml.j2 "
+                                help="Templates directory, an overlay over the built-in templates: a <Kind>.yaml "
                                      "replaces that kind's template only. Default: the built-in templates.")
 
 

@@ -6,27 +6,22 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
 from gpustack_render.errors import UserError
-from gpustack_render.yamlio import NotSimple, dump_json, dump_yaml, dump_yaml_stream, load_yaml_text
+from gpustack_render.yamlio import dump_json, dump_yaml, dump_yaml_stream, load_yaml_text
 
 
 class Manifests(list[dict[str, Any]]):
     """Rendered objects, and what the render knows of them: whether a float may be among their
     values (``floats``: JSON output is written without looking for one when none can be, see
-    yamlio.dump_json), and, for objects built from one shape's rows, how to write each as YAML
-    (``documents``: by ``id``, the object itself, its row and the writer; yamlio.document_writer).
-    Rendered objects are not changed in place: a step that changes one makes a new object (as
-    output_meta does), which the YAML writer then does not know and writes the general way."""
+    yamlio.dump_json)."""
 
-    def __init__(self, objects: Iterable[dict[str, Any]], floats: bool,
-                 documents: Mapping[int, tuple[Any, Any, Callable[[Any], str]]] | None = None) -> None:
+    def __init__(self, objects: Iterable[dict[str, Any]], floats: bool) -> None:
         super().__init__(objects)
         self.floats = floats
-        self.documents = documents or {}
 
 
 def may_hold_floats(objects: Sequence[Any]) -> bool:
@@ -43,7 +38,7 @@ def format_objects(objects: Sequence[dict[str, Any]], fmt: str) -> str:
         return dump_json(as_list(objects), floats=may_hold_floats(objects))
     if not objects:
         return ""
-    return dump_yaml_stream(objects, objects.documents if isinstance(objects, Manifests) else None)
+    return dump_yaml_stream(objects)
 
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -124,11 +119,6 @@ def _write_manifests(objects: Sequence[dict[str, Any]], staging: Path, fmt: str)
     suffix, dump = MANIFEST_FORMATS["json" if fmt == "json" else "yaml"]
     if dump is dump_json and not may_hold_floats(objects):
         dump = _dump_json_without_floats
-    elif dump is dump_yaml and isinstance(objects, Manifests) and objects.documents:
-        documents = objects.documents
-
-        def dump(obj: Any) -> str:
-            return _known_yaml(obj, documents)
     names: dict[str, dict[str, Any]] = {}
     for obj in objects:
         name = file_name(obj, suffix)
@@ -138,17 +128,6 @@ def _write_manifests(objects: Sequence[dict[str, Any]], staging: Path, fmt: str)
         names[name] = obj
         (staging / name).write_text(dump(obj), encoding="utf-8")
     return list(names)
-
-
-def _known_yaml(obj: Any, documents: Mapping[int, tuple[Any, Any, Callable[[Any], str]]]) -> str:
-    """``dump_yaml(obj)``, by the writer of its shape when the render built it from a row."""
-    entry = documents.get(id(obj))
-    if entry is not None and entry[0] is obj:
-        try:
-            return entry[2](entry[1])
-        except NotSimple:  # a value the emitter does not write: the dumper writes the object
-            pass
-    return dump_yaml(obj)
 
 
 def _dump_json_without_floats(obj: Any) -> str:

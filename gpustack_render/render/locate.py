@@ -1,10 +1,12 @@
 """Which file each kind's template comes from: ``--templates DIR`` is an overlay over the built-in
 templates, as ``--rules DIR`` is over the built-in rules.
 
-A ``<Kind>.yaml.j2`` of ``DIR`` replaces the built-in template of that kind only; every other kind's
+A ``<Kind>.yaml`` of ``DIR`` replaces the built-in template of that kind only; every other kind's
 template is the built-in one of this version. A directory holding no template is one error, and so
-is a ``*.yaml.j2`` no rendered kind is named by, or a kind's template under another suffix
-(``ClusterQueue.yml.j2``): a misspelt name would otherwise be ignored."""
+is a ``<Kind>.yaml`` (a name starting with a capital, as kinds do) no rendered kind is named by, or a
+kind's template under another suffix (``ClusterQueue.yml``, an old ``ClusterQueue.yaml.j2``): a misspelt
+name would otherwise be ignored. This is the one place a kind's template file is looked up
+(:meth:`Templates.file`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.rules.resources import default_templates_dir
 
-SUFFIX = ".yaml.j2"
+SUFFIX = ".yaml"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,9 @@ def locate(templates_dir: Path | None, kinds: tuple[str, ...]) -> Templates:
     if not templates_dir.is_dir():
         raise UserError.single("templates directory not found", file=str(templates_dir))
     files = sorted(p for p in templates_dir.iterdir() if p.is_file())
-    found = [p for p in files if p.name.endswith(SUFFIX)]
+    # A template is named like its kind (CamelCase): lower-case YAML files beside them (a
+    # kustomization.yaml, a snapshot's nodes.yaml) are not templates.
+    found = [p for p in files if p.name.endswith(SUFFIX) and p.name[:1].isupper()]
     names = [kind + SUFFIX for kind in kinds]
     misnamed = [Problem(f"not read as a template (templates are named <Kind>{SUFFIX})", file=str(p),
                         hint=did_you_mean(p.name, names)) for p in files if _meant_for_a_kind(p, kinds)]

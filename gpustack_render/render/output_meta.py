@@ -48,7 +48,7 @@ def apply_output_metadata(objects: list[dict[str, Any]], output: Mapping[str, Ki
         result.append(_with_metadata(obj, meta) if meta and (meta.labels or meta.annotations) else obj)
     if isinstance(objects, Manifests):  # what the render knows of its floats holds for what is added
         added = [value for meta in output.values() for _key, value in meta.labels + meta.annotations]
-        return Manifests(result, objects.floats or not all(type(value) is str for value in added), objects.documents)
+        return Manifests(result, objects.floats or not all(type(value) is str for value in added))
     return result
 
 

@@ -29,21 +29,21 @@ class Document:
     model: Any = None
 
 
-def _key_at(node: Any, key: Any) -> Position | None:
+def key_at(node: Any, key: Any) -> Position | None:
     if type(node) is PositionedMap:
         return node.positions.keys[key]
     lc = getattr(node, "lc", None)  # a file read by ruamel
     return lc.key(key) if lc else None
 
 
-def _value_at(node: Any, key: Any) -> Position | None:
+def value_at(node: Any, key: Any) -> Position | None:
     if type(node) is PositionedMap:
         return node.positions.values[key]
     lc = getattr(node, "lc", None)
     return lc.value(key) if lc else None
 
 
-def _item_at(node: Any, index: int) -> Position | None:
+def item_at(node: Any, index: int) -> Position | None:
     if type(node) is PositionedSeq:
         if index < 0:  # as ruamel's table, keyed by the non-negative indexes
             raise IndexError(index)
@@ -62,12 +62,12 @@ def position(data: Any, loc: Loc, *, at_key: bool = False) -> tuple[int | None, 
     for i, part in enumerate(loc):
         try:
             if isinstance(part, int) and isinstance(node, list) and part < len(node):
-                pos = _item_at(node, part)
+                pos = item_at(node, part)
                 node = node[part]
             elif isinstance(node, dict) and part in node:
                 scalar = not isinstance(node[part], (dict, list))
                 use_value = scalar and not (at_key and i == len(loc) - 1)
-                pos = _value_at(node, part) if use_value else _key_at(node, part)
+                pos = value_at(node, part) if use_value else key_at(node, part)
                 node = node[part]
             else:
                 break
@@ -277,9 +277,9 @@ def record_origins(doc: Document, origins: dict[str, str]) -> None:
         for key, value in children:
             try:
                 if isinstance(node, list):
-                    pos = _item_at(node, key)
+                    pos = item_at(node, key)
                 else:
-                    pos = _key_at(node, key) if isinstance(value, (dict, list)) else _value_at(node, key)
+                    pos = key_at(node, key) if isinstance(value, (dict, list)) else value_at(node, key)
             except (KeyError, IndexError, TypeError, AttributeError):
                 pos = None
             sub = path + (key,)

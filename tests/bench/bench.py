@@ -23,6 +23,12 @@ uses (floor.py, plus a bare interpreter's start), so how far the tool is from it
 outputs' own cost is visible. Rows with a goal (issue 14) say whether the median meets it. The
 load average before and after is printed, since other processes skew every number.
 
+``--baseline DIR`` benches another checkout (its ``.venv``'s gpustack-render, in DIR) alongside:
+every row is run by both, one right after the other in each round (which goes first alternates), and
+the report gives both medians and their ratio. ``--template-edits`` adds rows rendering the largest
+snapshot of at most 10,000 Nodes with the NodeFeature template edited (a ``| trim`` on a value, a
+conditional, a loop), each edit written in the checkout's own template language.
+
 Exit status: 0 when every command succeeded, 1 when one failed or timed out (or, with --strict,
 missed a goal), 2 for bad arguments.
 """
@@ -254,6 +260,8 @@ class Row:
     output: Path | None = None          # the command's stdout (the floor writes it again)
     runs: list[Run] = field(default_factory=list)
     floors: list[float] = field(default_factory=list)
+    baseline: "Row | None" = None       # the same command of the --baseline checkout
+    cwd: Path = REPO
 
     @property
     def failed(self) -> Run | None:
@@ -318,6 +326,24 @@ def render_report(rows: list[Row], snapshots: list[Snapshot], args, cli: list[st
     out.append(f"- a child's peak RSS includes this bench process's own high-water mark, "
                f"{self_maxrss_mib():.0f} MiB")
     out.append("")
+    compared = any(row.baseline is not None for row in rows)
+    if compared:
+        out.append(f"- baseline: `{' '.join(rows[0].baseline.cmd[:1])}` in {rows[0].baseline.cwd}, "  # type: ignore[union-attr]
+                   f"interleaved with every row")
+        out.append("")
+        out.append("| command | nodes | snapshot | wall s | baseline wall s | ratio | peak RSS MiB | baseline RSS MiB |")
+        out.append("|---|---:|---|---:|---:|---:|---:|---:|")
+        for row in rows:
+            twin = row.baseline
+            if twin is None or row.failed or twin.failed:
+                out.append(f"| `{row.label}` | {row.snapshot.nodes:,} | {row.snapshot.form} | "
+                           f"{'FAILED' if row.failed else f'{row.wall:.2f}'} | "
+                           f"{'FAILED' if twin is not None and twin.failed else ''} | | | |")
+                continue
+            nodes = f"{row.snapshot.nodes:,}" if row.snapshot.form != "demo" else "demo"
+            out.append(f"| `{row.label}` | {nodes} | {row.snapshot.form} | {row.wall:.3f} | {twin.wall:.3f} | "
+                       f"{row.wall / twin.wall:.3f} | {row.rss:.0f} | {twin.rss:.0f} |")
+        out.append("")
     out.append("| command | nodes | snapshot | MB | wall s | peak RSS MiB | floor s | goal |")
     out.append("|---|---:|---|---:|---:|---:|---:|---|")
     for row in rows:
@@ -409,13 +435,18 @@ def ensure_workloads(snap: Snapshot, cli: list[str], out_dir: Path, timeout: flo
     return path
 
 
-def build_rows(snapshots: list[Snapshot], cli: list[str], out_dir: Path, timeout: float) -> list[Row]:
+def build_rows(snapshots: list[Snapshot], cli: list[str], out_dir: Path, timeout: float,
+               cwd: Path = REPO) -> list[Row]:
+    """Every row's command, run in ``cwd`` (another checkout's for --baseline: paths absolute)."""
     rows: list[Row] = []
+    if cwd != REPO:
+        out_dir = out_dir / "baseline"
+        out_dir.mkdir(parents=True, exist_ok=True)
     json_commands = [("render", ["render", "{snap}"]), ("render --format json", ["render", "{snap}", "--format", "json"]),
                      ("catalog", ["catalog", "{snap}"]),
                      ("node-patches --format json", ["node-patches", "{snap}", "--format", "json"])]
     for snap in snapshots:
-        arg = snapshot_arg(snap.path)
+        arg = snapshot_arg(snap.path) if cwd == REPO else str(snap.path.resolve())
         tag = f"n{snap.nodes}-{snap.form}"
         commands = json_commands if snap.form == "json" else [json_commands[1]]
         for label, template in commands:
@@ -423,25 +454,73 @@ def build_rows(snapshots: list[Snapshot], cli: list[str], out_dir: Path, timeout
             rows.append(Row(label, snap, cmd, out_dir / f"out-{tag}-{label.replace(' ', '_')}"))
         if snap.form == "json":
             previous = out_dir / f"previous-{tag}"
-            done = run_measured(cli + ["render", arg, "-o", str(previous)], timeout, REPO)
+            done = run_measured(cli + ["render", arg, "-o", str(previous.resolve())], timeout, cwd)
             if done.ok:
-                rows.append(Row("diff --against DIR", snap, cli + ["diff", arg, "--against", str(previous)]))
-            if snap.nodes == ADMIT_NODES:
+                rows.append(Row("diff --against DIR", snap, cli + ["diff", arg, "--against", str(previous.resolve())]))
+            if snap.nodes == ADMIT_NODES and cwd == REPO:  # the baseline checkout may have no admit
                 workloads = ensure_workloads(snap, cli, out_dir, timeout)
                 if workloads is not None:
                     rows.append(Row("admit --format json", snap,
                                     cli + ["admit", arg, snapshot_arg(workloads), "--format", "json"]))
     demo = Snapshot(0, DEMO, sum(p.stat().st_size for p in DEMO.rglob("*") if p.is_file()), True, None, "demo")
-    rows.append(Row("render", demo, cli + ["render", snapshot_arg(DEMO)]))
+    rows.append(Row("render", demo, cli + ["render", snapshot_arg(DEMO) if cwd == REPO else str(DEMO)]))
     rows.append(Row("--help", demo, cli + ["--help"]))
+    for row in rows:
+        row.cwd = cwd
     return rows
 
 
-def run_round(rows: list[Row], timeout: float, first: bool) -> None:
+# Template edits that once took a slower path: (label, the .yaml template's (old, new), the
+# .yaml.j2 template's (old, new)), on NodeFeature (one object per Node).
+TEMPLATE_EDITS = [
+    ("| trim", ('  name: "{{ obj.name }}"', '  name: "{{ obj.name | trim }}"'),
+     ("  name: {{ obj.name | q }}", "  name: {{ obj.name | trim | q }}")),
+    ("conditional", ('  namespace: "{{ obj.namespace }}"', '  namespace: "{{ obj.namespace if obj.namespace else omit }}"'),
+     ("  namespace: {{ obj.namespace | q }}",
+      "{%- if obj.namespace %}\n  namespace: {{ obj.namespace | q }}\n{%- endif %}")),
+    ("loop", ('  labels: "{{ obj.labels }}"', '  labels:\n    $for: k, v in obj.labels | dictsort\n    "{{ k }}": "{{ v }}"'),
+     ("  labels: {{ obj.labels | q }}",
+      "  labels:\n{%- for k, v in obj.labels | dictsort %}\n    {{ k | q }}: {{ v | q }}\n{%- endfor %}")),
+]
+
+
+def template_edit_rows(snapshots: list[Snapshot], cli: list[str], out_dir: Path, cwd: Path) -> list[Row]:
+    """``render`` of the largest JSON snapshot of at most 10,000 Nodes with the plain templates (a
+    copy) and with each of TEMPLATE_EDITS, in the template language of the checkout in ``cwd``."""
+    import shutil
+    sizes = [s for s in snapshots if s.form == "json" and s.nodes <= 10_000]
+    if not sizes:
+        return []
+    snap = max(sizes, key=lambda s: s.nodes)
+    source = cwd / "templates"
+    j2 = (source / "NodeFeature.yaml.j2").is_file()
+    rows = []
+    for label, yaml_edit, j2_edit in [("plain", ("", ""), ("", ""))] + TEMPLATE_EDITS:
+        target = out_dir / f"templates-{'base' if cwd != REPO else 'this'}-{label.replace(' ', '').replace('|', 'pipe')}"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(source, target)
+        path = target / ("NodeFeature.yaml.j2" if j2 else "NodeFeature.yaml")
+        old, new = j2_edit if j2 else yaml_edit
+        text = path.read_text(encoding="utf-8")
+        if old and old not in text:
+            raise SystemExit(f"bench: {path} has no {old!r} to edit")
+        path.write_text(text.replace(old, new, 1) if old else text, encoding="utf-8")
+        rows.append(Row(f"render, NodeFeature {label}", snap,
+                        cli + ["render", str(snap.path.resolve()), "--templates", str(target.resolve())],
+                        out_dir / f"out-{'base' if cwd != REPO else 'this'}-template-{label.replace(' ', '').replace('|', 'pipe')}",
+                        cwd=cwd))
+    return rows
+
+
+def run_round(rows: list[Row], timeout: float, first: bool, baseline_first: bool = False) -> None:
     for row in rows:
         if row.failed:
             continue
-        run = run_measured(row.cmd, timeout, REPO, row.output)
+        if row.baseline is not None and baseline_first:
+            _run_baseline(row.baseline, timeout)
+        run = run_measured(row.cmd, timeout, row.cwd, row.output)
+        if row.baseline is not None and not baseline_first:
+            _run_baseline(row.baseline, timeout)
         if row.label.startswith("diff") and run.exit_code == 1:   # differences found: a normal answer
             run.exit_code = 0
         row.runs.append(run)
@@ -454,6 +533,15 @@ def run_round(rows: list[Row], timeout: float, first: bool) -> None:
             status = "ok" if run.ok else ("TIMEOUT" if run.timed_out else f"exit {run.exit_code}")
             print(f"  {row.label:28s} {row.snapshot.nodes:>7,} {row.snapshot.form:5s} {run.wall:7.2f} s "
                   f"{run.rss_mib:7.0f} MiB  {status}", file=sys.stderr, flush=True)
+
+
+def _run_baseline(row: Row, timeout: float) -> None:
+    if row.failed:
+        return
+    run = run_measured(row.cmd, timeout, row.cwd, row.output)
+    if row.label.startswith("diff") and run.exit_code == 1:
+        run.exit_code = 0
+    row.runs.append(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,6 +562,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generate-only", action="store_true",
                     help="only generate (or reuse) the snapshots, then stop")
     ap.add_argument("--strict", action="store_true", help="also exit 1 when a row misses its goal")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="another checkout (with its .venv) benched alongside, interleaved")
+    ap.add_argument("--template-edits", action="store_true",
+                    help="also render with the NodeFeature template edited (| trim, a conditional, a loop)")
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.namespaces < 0 or args.timeout <= 0:
         ap.error("--repeat must be >= 1, --namespaces >= 0, --timeout > 0")
@@ -503,11 +595,25 @@ def main(argv: list[str] | None = None) -> int:
     probe(cli + ["--help"], REPO)   # warms up the file system caches
     before = load_average()
     rows = build_rows(snapshots, cli, out_dir, args.timeout)
+    if args.template_edits:
+        rows += template_edit_rows(snapshots, cli, out_dir, REPO)
+    if args.baseline is not None:
+        base_cli = [str(args.baseline.resolve() / ".venv" / "bin" / "gpustack-render")]
+        subprocess.run([str(args.baseline / ".venv" / "bin" / "python"), "-m", "compileall", "-q",
+                        str(args.baseline / "gpustack_render")], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, check=False)
+        twins = build_rows(snapshots, base_cli, out_dir, args.timeout, args.baseline.resolve())
+        if args.template_edits:
+            twins += template_edit_rows(snapshots, base_cli, out_dir, args.baseline.resolve())
+        for row, twin in zip(rows, twins):
+            assert (row.label, row.snapshot.nodes, row.snapshot.form) == (twin.label, twin.snapshot.nodes,
+                                                                          twin.snapshot.form), (row.label, twin.label)
+            row.baseline = twin
     interpreters: list[float] = []
     for round_no in range(args.repeat):
         print(f"round {round_no + 1}/{args.repeat}", file=sys.stderr, flush=True)
         interpreters.append(run_measured([sys.executable, "-c", "pass"], args.timeout, REPO).wall)
-        run_round(rows, args.timeout, round_no == 0)
+        run_round(rows, args.timeout, round_no == 0, baseline_first=round_no % 2 == 1)
     interpreter = median(interpreters)
     for row in rows:
         row.floors = [f + interpreter for f in row.floors]
