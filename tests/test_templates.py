@@ -19,7 +19,7 @@ from cli_invoke import REPO, invoke
 from gpustack_render import yamlio
 from gpustack_render.errors import UserError
 from gpustack_render.render import _CONTEXT, _ENV, Renderer, load_template
-from gpustack_render.render.sandbox import BoundedSandbox
+from gpustack_render.sandbox import BoundedSandbox
 from gpustack_render.render.tree import MAX_OBJECT_CHARS, build_all, compile_template
 from gpustack_render.render.values import OMIT, Values
 from gpustack_render.yamlio import BulkLoader, parse_roundtrip

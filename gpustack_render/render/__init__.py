@@ -22,7 +22,7 @@ from gpustack_render.k8s import identity, mapping_field
 from gpustack_render.memo import Bounded
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.locate import Templates, locate
-from gpustack_render.render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
+from gpustack_render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
 from gpustack_render.render.tree import Builder, build_all, compile_template, new_template_context, object_label
 from gpustack_render.yamlio import parse_roundtrip, read_text
 

@@ -3,7 +3,7 @@
 - :class:`NameFormat`: ``"gpustack--{gKey}-{os}"`` placeholders with optional filters
   (``{clusterQueue|fnv64a}``); placeholders and filters are closed vocabularies.
 - :class:`Arithmetic`: a sandboxed Jinja expression (``capacity * M``) under ``StrictUndefined``,
-  in the templates' :class:`~gpustack_render.render.sandbox.BoundedSandbox` (``**`` bounded).
+  in the templates' :class:`~gpustack_render.sandbox.BoundedSandbox` (``**`` bounded).
 - :class:`CompiledCondition`: structured conditions (``fact`` / ``setting`` / ``all`` / ``any`` /
   ``not``) turned into plain closures, because they run per Node on 10,000-node snapshots. Every
   fact a condition may name is declared once in :data:`FACTS`, with its type, where it is known and
@@ -21,7 +21,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.k8s import fnv1a64_hex
-from gpustack_render.render.sandbox import BoundedSandbox
+from gpustack_render.sandbox import BoundedSandbox
 from gpustack_render.rules import schema
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
-from gpustack_render.snapshot import parse_bool
+
+_TRUE = {"true", "True", "TRUE", "t", "T", "1"}
+_FALSE = {"false", "False", "FALSE", "f", "F", "0"}
+
+
+def parse_bool(text: str) -> bool | None:
+    """The settings boolean grammar (inputs.md §9); ``None`` when ``text`` is not a boolean."""
+    text = text.strip()
+    return True if text in _TRUE else False if text in _FALSE else None
 
 
 def parse_overrides(pairs: Sequence[str], known: Mapping[str, bool]) -> dict[str, bool]:

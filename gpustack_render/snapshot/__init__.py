@@ -28,14 +28,6 @@ SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 # (CRDs) need as they are: kept untyped in ``Snapshot.raw`` under their namespace.
 RAW_ONLY_KINDS = frozenset({("nfd.k8s-sigs.io", "NodeFeature"), ("kueue.x-k8s.io", "LocalQueue"),
                             ("apiextensions.k8s.io", "CustomResourceDefinition")})
-_TRUE = {"true", "True", "TRUE", "t", "T", "1"}
-_FALSE = {"false", "False", "FALSE", "f", "F", "0"}
-
-
-def parse_bool(text: str) -> bool | None:
-    """The settings boolean grammar (inputs.md §9); ``None`` when ``text`` is not a boolean."""
-    text = text.strip()
-    return True if text in _TRUE else False if text in _FALSE else None
 
 
 @dataclass
