@@ -12,7 +12,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 import yaml
@@ -600,6 +600,21 @@ def _not_seen(value: Any, seen: set[int]) -> None:
 def load_yaml_text(text: str) -> Iterator[Any]:
     """Fast parse of text the tool produced itself (rendered templates)."""
     return yaml.load_all(text, Loader=BulkLoader)
+
+
+class Manifests(list[dict[str, Any]]):
+    """Rendered objects, and what the render knows of them: whether a float may be among their
+    values (``floats``: JSON output is written without looking for one when none can be, see
+    :func:`dump_json`)."""
+
+    def __init__(self, objects: Iterable[dict[str, Any]], floats: bool) -> None:
+        super().__init__(objects)
+        self.floats = floats
+
+
+def may_hold_floats(objects: Sequence[Any]) -> bool:
+    """``False`` only for rendered objects known to hold no float."""
+    return not isinstance(objects, Manifests) or objects.floats
 
 
 def dump_json(obj: Any, floats: bool = True) -> str:

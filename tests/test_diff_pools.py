@@ -21,7 +21,7 @@ from click.testing import Result
 from gpustack_render import pipeline
 from gpustack_render.diff.report import _diagram_section, MARKDOWN_DIAGRAM_BUDGET
 from gpustack_render.errors import UserError
-from gpustack_render.snapshot.manifests import read_manifests
+from gpustack_render.diff.manifests import read_manifests
 from gpustack_render.yamlio import dump_yaml_stream
 
 REPO = Path(__file__).resolve().parents[1]

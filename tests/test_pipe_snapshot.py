@@ -82,7 +82,7 @@ def test_a_named_pipe_given_is_not_probed(cli: Callable[..., CliResult], tmp_pat
     and the real read then gets nothing (a previous render read as empty: everything "added") or
     waits for ever. Both places that probe (``diff/current`` and ``manifests``) are watched."""
     from gpustack_render.diff import current
-    from gpustack_render.snapshot import manifests
+    from gpustack_render.diff import manifests
 
     probed: list[str] = []
     real = manifests._read_bytes

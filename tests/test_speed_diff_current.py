@@ -1,6 +1,6 @@
 """``diff --against DIR`` reading a ``render -o`` directory on its fast path (issue 14):
 :func:`gpustack_render.diff.current.read_current` must give exactly what
-:func:`~gpustack_render.snapshot.manifests.read_manifests` gives (the same objects, the same
+:func:`~gpustack_render.diff.manifests.read_manifests` gives (the same objects, the same
 problems in the same order) for every directory, and take the desired objects themselves for the
 files that hold their bytes. No timings are asserted.
 
@@ -28,7 +28,7 @@ from gpustack_render.diff import DiffPolicy, compare
 from gpustack_render.diff.current import _LISTED, _listed, read_current
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import manifests
+from gpustack_render.diff import manifests
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"

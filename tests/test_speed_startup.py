@@ -30,7 +30,7 @@ from gpustack_render import yamlio, yamlpos
 from gpustack_render.diff import DiffPolicy
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import manifests
+from gpustack_render.diff import manifests
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"

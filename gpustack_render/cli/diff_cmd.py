@@ -50,7 +50,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         from gpustack_render import diff
         from gpustack_render.diff.report import ReportExtras, report
         from gpustack_render.diff.current import read_current
-        from gpustack_render.snapshot.manifests import is_stdin
+        from gpustack_render.diff.manifests import is_stdin
         if is_stdin(against) and "-" in snapshot:
             raise UserError.single("SNAPSHOT and --against cannot both be '-': standard input can be read once")
         if admission and fmt != "markdown":

@@ -50,7 +50,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
         from gpustack_render.validate import validate_objects
         if manifests is not None:
             from gpustack_render.validate.crd_schema import load_crd_dir
-            from gpustack_render.snapshot.manifests import read_manifests
+            from gpustack_render.diff.manifests import read_manifests
             objects = read_manifests(manifests if manifests == "-" else Path(manifests))
             crds = load_crd_dir(crds_dir) if crds_dir else None
             outcome = validate_objects(objects, crds, strict, skip_schema=skip_schema)

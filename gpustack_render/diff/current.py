@@ -1,6 +1,6 @@
 """The current objects of ``diff --against DIR`` when DIR is what ``render -o`` wrote, read fast.
 
-:func:`~gpustack_render.snapshot.manifests.read_manifests` is the one meaning of reading manifests
+:func:`~gpustack_render.diff.manifests.read_manifests` is the one meaning of reading manifests
 back; this module only reaches the same list sooner for the directory ``render -o`` writes (a
 10,000-Node one holds 10,957 files), and hands every other input to it unchanged:
 
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import is_list_kind
-from gpustack_render.snapshot.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
+from gpustack_render.diff.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
 from gpustack_render.yamlio import dump_yaml_stream, parse_documents
 
 KUSTOMIZATION = "kustomization.yaml"

@@ -6,27 +6,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
 from gpustack_render.errors import UserError
-from gpustack_render.yamlio import dump_json, dump_yaml, dump_yaml_stream, load_yaml_text
-
-
-class Manifests(list[dict[str, Any]]):
-    """Rendered objects, and what the render knows of them: whether a float may be among their
-    values (``floats``: JSON output is written without looking for one when none can be, see
-    yamlio.dump_json)."""
-
-    def __init__(self, objects: Iterable[dict[str, Any]], floats: bool) -> None:
-        super().__init__(objects)
-        self.floats = floats
-
-
-def may_hold_floats(objects: Sequence[Any]) -> bool:
-    """``False`` only for rendered objects known to hold no float."""
-    return not isinstance(objects, Manifests) or objects.floats
+from gpustack_render.yamlio import dump_json, dump_yaml, dump_yaml_stream, load_yaml_text, may_hold_floats
 
 
 def as_list(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -44,7 +29,7 @@ def format_objects(objects: Sequence[dict[str, Any]], fmt: str) -> str:
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 KUSTOMIZATION = "kustomization.yaml"
 # ``render -o``'s file suffix and writer per --format: what it writes is what ``diff --against DIR``
-# recognises byte for byte (snapshot/manifests.py).
+# recognises byte for byte (diff/manifests.py).
 MANIFEST_FORMATS: dict[str, tuple[str, Callable[[Any], str]]] = {"yaml": (".yaml", dump_yaml),
                                                                   "json": (".json", dump_json)}
 

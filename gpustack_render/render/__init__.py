@@ -15,7 +15,6 @@ from typing import Any, Sequence
 
 from jinja2 import StrictUndefined
 
-from gpustack_render.emit import Manifests
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
 from gpustack_render.k8s import identity, mapping_field
@@ -24,7 +23,7 @@ from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.locate import Templates, locate
 from gpustack_render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
 from gpustack_render.render.tree import Builder, build_all, compile_template, new_template_context, object_label
-from gpustack_render.yamlio import parse_roundtrip, read_text
+from gpustack_render.yamlio import Manifests, parse_roundtrip, read_text
 
 CATALOG_KIND = "InstanceTypeFlavor"
 TEMPLATE_KINDS = RENDER_KINDS + (CATALOG_KIND,)

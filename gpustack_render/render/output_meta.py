@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gpustack_render.k8s import mapping_field
-from gpustack_render.emit import Manifests
 from gpustack_render.rules import KindMetadata
+from gpustack_render.yamlio import Manifests
 
 SECTIONS = ("labels", "annotations")
 

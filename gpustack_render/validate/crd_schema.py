@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.memo import Bounded, ContentKey, content_key
-from gpustack_render.snapshot.manifests import MANIFEST_SUFFIXES
+from gpustack_render.diff.manifests import MANIFEST_SUFFIXES
 from gpustack_render.yamlio import parse_documents, read_text
 
 CRD_GROUP = "apiextensions.k8s.io"
