@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from gpustack_render.diff import DiffPolicy
-from gpustack_render.views.graph import queue_quota
+from gpustack_render.diff.quota import queue_quota
 from gpustack_render.k8s import Key, identity, mapping_field
 
 QUEUE_KIND = "ClusterQueue"

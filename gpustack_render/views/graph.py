@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from gpustack_render.k8s import QuantityError, format_decimal_si, parse_quantity
+from gpustack_render.diff.quota import QuotaEdge, list_value as _list, object_name as _name, object_spec as _spec
+from gpustack_render.diff.quota import queue_quota, quota_edges as _quota_edges, quota_totals as _totals
 
 # Kueue's stop policy meaning "admit as usual"; anything else holds the queue.
 ACTIVE_STOP_POLICY = "None"
@@ -34,15 +34,6 @@ class FlavorBox:
     name: str
     nodes: int
     rendered: bool = True  # False: a queue references it, but it is not among the objects
-
-
-@dataclass(frozen=True)
-class QuotaEdge:
-    """A ClusterQueue's use of one flavor: (resource, nominalQuota) pairs, in manifest order."""
-
-    flavor: str
-    queue: str
-    quotas: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -126,65 +117,6 @@ def build_graph(objects: Sequence[dict[str, Any]], flavor_node_counts: Mapping[s
     graph.flavors = [FlavorBox(n, int(flavor_node_counts.get(n, 0)), n in rendered) for n in sorted(shown)]
     graph.edges.sort(key=lambda e: (e.flavor, e.queue))
     return graph
-
-
-def queue_quota(queue: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """A ClusterQueue manifest's nominal quota per resource, summed over its flavors (sorted)."""
-    return _totals(_quota_edges(queue))
-
-
-def _quota_edges(queue: dict[str, Any]) -> Iterable[QuotaEdge]:
-    """One edge per (flavor, queue): a flavor listed in two resource groups gets one merged edge."""
-    merged: dict[str, list[tuple[str, str]]] = {}
-    for group in _list(_spec(queue).get("resourceGroups")):
-        for flavor in _list(group.get("flavors") if isinstance(group, dict) else None):
-            if not isinstance(flavor, dict) or not flavor.get("name"):
-                continue
-            quotas = merged.setdefault(str(flavor["name"]), [])
-            for res in _list(flavor.get("resources")):
-                if isinstance(res, dict) and res.get("name"):
-                    quotas.append((str(res["name"]), str(res.get("nominalQuota", "0"))))
-    for flavor, quotas in merged.items():
-        yield QuotaEdge(flavor, _name(queue), tuple(quotas))
-
-
-def _totals(edges: Iterable[QuotaEdge]) -> tuple[tuple[str, str], ...]:
-    """The queue's nominal quota per resource, summed over its flavors (sorted by resource)."""
-    sums: dict[str, Fraction] = defaultdict(Fraction)
-    texts: dict[str, str] = {}
-    broken: set[str] = set()
-    for edge in edges:
-        for resource, value in edge.quotas:
-            texts[resource] = value
-            try:
-                sums[resource] += parse_quantity(value)
-            except QuantityError:
-                broken.add(resource)  # shown as "?" rather than failing a picture over one value
-    return tuple((r, "?" if r in broken else format_quantity(sums[r])) for r in sorted(texts))
-
-
-def format_quantity(value: Fraction) -> str:
-    """A summed quantity as Kubernetes would print it: DecimalSI for whole numbers, milli-units else."""
-    if value.denominator == 1:
-        return format_decimal_si(int(value))
-    milli = value * 1000
-    if milli.denominator == 1:
-        return f"{int(milli)}m"
-    return format(float(value), "g")
-
-
-def _name(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("name") or "") if isinstance(meta, dict) else ""
-
-
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 # --- labels shared by both writers ---------------------------------------------------------------------
