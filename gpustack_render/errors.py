@@ -2,7 +2,8 @@
 
 Every failure caused by input (snapshot, rules, templates, arguments) is a :class:`UserError`
 carrying one or more :class:`Problem` objects, so that all problems found in one pass can be shown
-at once and the CLI can map them to exit code 2 without a traceback.
+at once and the CLI can map them to exit code 2 without a traceback; :func:`handle` is that one
+mapping (a bug: exit 3), for every command and the in-process case runner.
 """
 
 from __future__ import annotations
@@ -98,3 +99,43 @@ def did_you_mean(word: str, vocabulary: Iterable[str]) -> str:
         if word.lower() in lowered:
             close = [lowered[word.lower()]]
     return f"did you mean '{close[0]}'?" if close else ""
+
+
+DEBUG = {"on": False}  # --debug: a bug's traceback is printed
+
+
+def handle(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None],
+           echo: Callable[[str], None], warn: Callable[[str], None]) -> tuple[int, bool]:
+    """The one error handler, for every command and the in-process case runner: user errors become
+    their one-line problems (exit 2), a bug one line asking for a report (exit 3, the traceback
+    with ``--debug``). Returns the exit code and whether the action ran to its end; lines go to
+    ``echo`` and the diagnostics' warnings to ``warn``, so a caller can collect them."""
+    import click  # its exits and usage errors are click's to report
+
+    try:
+        code = action() or 0
+    except UserError as err:
+        flush(diagnostics(), warn)
+        for problem in err.problems:
+            echo(problem.format() if problem.compiler_style else f"{PROG}: {problem.format()}")
+        return EXIT_USAGE, False
+    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as err:  # a bug: one line, traceback only with --debug
+        if DEBUG["on"]:
+            import traceback
+            traceback.print_exc()
+        echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
+             f"(run with --debug for a traceback and please report it)")
+        return EXIT_INTERNAL, False
+    flush(diagnostics(), warn)
+    return code, True
+
+
+def warning_text(text: str) -> str:
+    return f"{PROG}: warning: {text}"
+
+
+def flush(diag: Diagnostics | None, warn: Callable[[str], None]) -> None:
+    for warning in diag.warnings if diag else []:
+        warn(warning)

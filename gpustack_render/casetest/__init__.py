@@ -397,13 +397,12 @@ def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     """Run the command :func:`command_argv` built through the pipeline in this process.
 
     Output, diagnostics and exit code are the CLI's: the run goes through the one error handler
-    (``cli/common.handle``), so warnings read ``gpustack-render: warning: …``, problems are printed
+    (``errors.handle``), so warnings read ``gpustack-render: warning: …``, problems are printed
     as the CLI prints them with exit 2, and an unexpected exception is the one-line internal error
     with exit 3. Paths are taken relative to ``cwd``."""
     from gpustack_render import pipeline
-    from gpustack_render.cli.common import handle, warning_text
     from gpustack_render.emit import format_objects
-    from gpustack_render.errors import EXIT_USAGE, PROG
+    from gpustack_render.errors import EXIT_USAGE, PROG, handle, warning_text
     from gpustack_render.yamlio import dump_json, dump_yaml
 
     command, snapshots, sets, rules, fmt = _parse_argv(argv)

@@ -10,38 +10,11 @@ from typing import Any, Callable, NoReturn, Sequence
 
 import click
 
-from gpustack_render.errors import EXIT_INTERNAL, EXIT_USAGE, PROG, Diagnostics, UserError
+from gpustack_render.errors import DEBUG, PROG, Diagnostics, flush, handle, warning_text
 
-DEBUG = {"on": False}
 # -q/--quiet: -1 (errors only), default 0, -v/--verbose: 1 (stage timings). Set by the CLI group.
 VERBOSITY = {"level": 0}
 ALLOW_EMPTY = {"on": False}
-
-
-def handle(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None],
-           echo: Callable[[str], None], warn: Callable[[str], None]) -> tuple[int, bool]:
-    """The one error handler, for every command and the in-process case runner: user errors become
-    their one-line problems (exit 2), a bug one line asking for a report (exit 3, the traceback
-    with ``--debug``). Returns the exit code and whether the action ran to its end; lines go to
-    ``echo`` and the diagnostics' warnings to ``warn``, so a caller can collect them."""
-    try:
-        code = action() or 0
-    except UserError as err:
-        _flush(diagnostics(), warn)
-        for problem in err.problems:
-            echo(problem.format() if problem.compiler_style else f"{PROG}: {problem.format()}")
-        return EXIT_USAGE, False
-    except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt, BrokenPipeError):
-        raise
-    except Exception as err:  # a bug: one line, traceback only with --debug
-        if DEBUG["on"]:
-            import traceback
-            traceback.print_exc()
-        echo(f"{PROG}: error: internal error: {type(err).__name__}: {err} "
-             f"(run with --debug for a traceback and please report it)")
-        return EXIT_INTERNAL, False
-    _flush(diagnostics(), warn)
-    return code, True
 
 
 def run(action: Callable[[], int | None], diagnostics: Callable[[], Diagnostics | None] = lambda: None) -> None:
@@ -85,10 +58,6 @@ def verbose() -> bool:
     return VERBOSITY["level"] > 0
 
 
-def warning_text(text: str) -> str:
-    return f"{PROG}: warning: {text}"
-
-
 def warn_line(text: str) -> None:
     """One diagnostic line on stderr (``gpustack-render: warning: …``); silenced by ``-q``."""
     if not quiet():
@@ -108,12 +77,9 @@ def info_line(text: str) -> None:
 
 
 def flush_warnings(diag: Diagnostics | None) -> None:
-    _flush(diag, warn_line)
+    flush(diag, warn_line)
 
 
-def _flush(diag: Diagnostics | None, warn: Callable[[str], None]) -> None:
-    for warning in diag.warnings if diag else []:
-        warn(warning)
 
 
 def report_timings() -> None:
