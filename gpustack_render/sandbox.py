@@ -15,10 +15,14 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from jinja2.exceptions import SecurityError
+from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
 
+# What an expression over admin input can raise when it fails on its data: jinja2's own errors (an
+# undefined name, a sandbox limit), and Python's from the operators and filters it calls.
+EXPRESSION_ERRORS = (TemplateError, ArithmeticError, LookupError, TypeError, ValueError, AttributeError,
+                     RecursionError)
 MAX_RANGE = 10_000          # items one range() may produce
 MAX_REPEAT = 1_000_000      # characters / items a `*` repetition may produce
 MAX_POWER_BITS = 4_096      # bits a `**` result may have

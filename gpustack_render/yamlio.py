@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import orjson
 import yaml
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLStreamError
 from ruamel.yaml.resolver import implicit_resolvers as _ruamel_implicit_resolvers
 
 from gpustack_render.errors import Problem, UserError
@@ -193,7 +193,8 @@ def parse_roundtrip(text: str, display: str) -> Any:
         raise UserError([Problem(f"invalid YAML: {err.problem or err.context}", file=display,
                                  line=mark.line + 1 if mark else None,
                                  column=mark.column + 1 if mark else None)]) from None
-    except Exception as err:  # ruamel raises a few non-marked errors (duplicate keys, ...)
+    except (YAMLError, YAMLStreamError, ValueError, LookupError, TypeError) as err:  # ruamel's unmarked errors:
+        # a bad character (ReaderError), a tagged scalar its constructor fails on (`!!int x`, `!!bool x`)
         raise UserError([Problem(f"invalid YAML: {str(err).splitlines()[0]}", file=display)]) from None
 
 
@@ -316,7 +317,7 @@ def _first_characters(regexp: Any) -> frozenset[str] | None:
         from re import _parser  # type: ignore[attr-defined]
         tree = _parser.parse(regexp.pattern, regexp.flags)
         first, empty = _sequence_first(list(tree), bool(regexp.flags & re.IGNORECASE))
-    except Exception:
+    except (ImportError, AttributeError, TypeError, ValueError, re.error):  # a parser of another shape
         return None
     return None if first is None or empty else first
 
@@ -615,6 +616,12 @@ class Manifests(list[dict[str, Any]]):
 def may_hold_floats(objects: Sequence[Any]) -> bool:
     """``False`` only for rendered objects known to hold no float."""
     return not isinstance(objects, Manifests) or objects.floats
+
+
+# What the writers (and the text's encoding) raise for an object they cannot write: a type they do
+# not know (orjson's JSONEncodeError is a TypeError, PyYAML's RepresenterError a YAMLError), a lone
+# surrogate (UnicodeEncodeError), nesting deeper than the interpreter's stack.
+WRITE_ERRORS = (TypeError, ValueError, yaml.YAMLError, RecursionError)
 
 
 def dump_json(obj: Any, floats: bool = True) -> str:

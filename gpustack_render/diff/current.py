@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import is_list_kind
 from gpustack_render.diff.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
-from gpustack_render.yamlio import dump_yaml_stream, parse_documents
+from gpustack_render.yamlio import WRITE_ERRORS, dump_yaml_stream, parse_documents
 
 KUSTOMIZATION = "kustomization.yaml"
 _RESOURCES = b"resources:\n"
@@ -107,7 +107,7 @@ def _printed(file: Path, desired: Sequence[dict[str, Any]]) -> list[dict[str, An
     try:  # a quick look at the head first (the writer writes a document alike in any stream)
         if not data.startswith(dump_yaml_stream(desired[:_PIECE]).encode("utf-8")):
             return None
-    except Exception:  # noqa: BLE001 - whatever the writer refuses is simply read back as usual
+    except WRITE_ERRORS:  # an object the writer refuses is simply read back as usual
         return None
     end = len(data)
     for stop in range(len(desired), 0, -_PIECE):
@@ -116,7 +116,7 @@ def _printed(file: Path, desired: Sequence[dict[str, Any]]) -> list[dict[str, An
             return None
         try:
             text = dump_yaml_stream(piece).encode("utf-8")
-        except Exception:  # noqa: BLE001 - whatever the writer refuses is simply read back as usual
+        except WRITE_ERRORS:  # an object the writer refuses is simply read back as usual
             return None
         if not data.endswith(text, 0, end):
             return None

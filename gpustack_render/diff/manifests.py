@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists, stdin_text
-from gpustack_render.yamlio import dump_json, parse_documents, read_text
+from gpustack_render.yamlio import WRITE_ERRORS, dump_json, parse_documents, read_text
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
@@ -178,7 +178,7 @@ class _Written:
             return None
         try:  # a plain object holds no float: the JSON writer need not look for one
             written = (dump_json(obj, floats=False) if dump is dump_json else dump(obj)).encode("utf-8")
-        except Exception:  # noqa: BLE001 - whatever the writers refuse is simply read back as usual
+        except WRITE_ERRORS:  # an object the writers refuse is simply read back as usual
             return None
         return obj if written == data else None
 

@@ -138,6 +138,7 @@ def write_directory(objects: Sequence[dict[str, Any]], target: Path, fmt: str = 
     except OSError as err:
         raise UserError.single(f"cannot create output directory: {err.strerror or err}", file=str(target)) \
             from None
+    swapped = False
     try:
         _carry_over(kept, staging)
         names = _write_manifests(objects, staging, fmt)
@@ -152,9 +153,9 @@ def write_directory(objects: Sequence[dict[str, Any]], target: Path, fmt: str = 
         os.rename(staging, target)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        swapped = True
     except OSError as err:
-        shutil.rmtree(staging, ignore_errors=True)
         raise UserError.single(f"cannot write output: {err.strerror or err}", file=str(target)) from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    finally:
+        if not swapped:  # nothing is ever left half written, whatever stopped it
+            shutil.rmtree(staging, ignore_errors=True)

@@ -21,7 +21,7 @@ from jinja2 import StrictUndefined, TemplateSyntaxError, meta
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.k8s import fnv1a64_hex
-from gpustack_render.sandbox import BoundedSandbox
+from gpustack_render.sandbox import EXPRESSION_ERRORS, BoundedSandbox
 from gpustack_render.rules import schema
 
 
@@ -108,7 +108,7 @@ class Arithmetic(msgspec.Struct, frozen=True, eq=False):
         """The whole-number result, or :class:`ArithmeticFailure` saying why there is none."""
         try:
             result = self._fn(**values)
-        except Exception as err:  # sandboxed admin input: whatever it raises is the rule's fault
+        except EXPRESSION_ERRORS as err:  # sandboxed admin input failing on its data: the rule's fault
             raise ArithmeticFailure(f"failed: {err or type(err).__name__}") from None
         if isinstance(result, float) and result.is_integer():
             result = int(result)

@@ -342,7 +342,7 @@ def _constraint(meta: Any) -> Callable[[Any], None]:
         def after(value: Any) -> None:
             try:
                 result = func(value)  # type: ignore[call-arg]
-            except Exception as err:  # noqa: BLE001 - pydantic words it: validate with pydantic
+            except (ValueError, AssertionError) as err:  # what pydantic words as a validation error: let it
                 raise Declined("validator") from err
             if result is not value:  # a transforming validator: its order against others matters
                 raise Declined("validator result")

@@ -291,7 +291,7 @@ def _json_documents(data: bytearray, tree: Any = None) -> list[bytearray] | None
             root = tree.root_id()
             ids = list(ryml.children(tree, root)) if tree.is_stream(root) else [root]
             return [_json_of(tree, node, len(data) * 8 // 5 // len(ids) + 64) for node in ids]
-    except Exception:  # rapidyaml's parse and emit errors (its own exception classes, RuntimeError)
+    except (ryml.ExceptionBasic, RuntimeError):  # rapidyaml's parse and emit errors, a JSON length change
         return None
 
 

@@ -508,6 +508,7 @@ def write_atomically(text: str, target: Path) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as err:
         raise UserError([Problem(f"cannot write: {err.strerror or err}", file=str(target))]) from None
+    written = False
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -515,9 +516,9 @@ def write_atomically(text: str, target: Path) -> None:
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, target)
+        written = True
     except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
         raise UserError([Problem(f"cannot write: {err.strerror or err}", file=str(target))]) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        if not written:  # nothing is ever left half written, whatever stopped it
+            Path(tmp).unlink(missing_ok=True)

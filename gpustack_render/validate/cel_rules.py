@@ -35,9 +35,10 @@ from functools import lru_cache
 from typing import Any, Callable, Iterator
 
 import celpy
-from celpy import celtypes
+from celpy import CELParseError, celtypes
 from celpy.adapter import json_to_cel
-from celpy.evaluation import CELEvalError, base_functions
+from celpy.evaluation import CELEvalError, CELSyntaxError, CELUnsupportedError, base_functions
+from lark.exceptions import LarkError
 
 # cel-python logs evaluation details; without a handler Python's last-resort handler would print
 # its warnings on stderr, which belongs to the tool's own diagnostics.
@@ -45,6 +46,10 @@ logging.getLogger("celpy").addHandler(logging.NullHandler())
 logging.getLogger("celpy").propagate = False
 
 Issue = tuple[list[Any], str]
+# cel-python failing in itself (not a CEL error, which it returns as a value): its unsupported and
+# syntax errors, lark's, and Python's from its evaluator (a deep expression's RecursionError, ...).
+LIBRARY_ERRORS = (CELUnsupportedError, CELSyntaxError, CELParseError, LarkError, RecursionError, ArithmeticError,
+                  LookupError, TypeError, ValueError, AttributeError)
 
 # Macros and special forms cel-python evaluates itself (not looked up in the function mapping).
 MACROS = frozenset({"has", "dyn", "map", "filter", "all", "exists", "exists_one", "reduce", "min"})
@@ -212,7 +217,7 @@ def compile_rule(text: str) -> Compiled:
     env = _environment()
     try:
         tree = env.compile(text)
-    except Exception as err:  # CELParseError, and lark's own errors for some inputs
+    except (CELParseError, LarkError, RecursionError) as err:  # lark's own errors for some inputs too
         column = getattr(err, "column", None)
         return Compiled(problem=f"cannot be parsed (syntax error{f' at column {column}' if column else ''})")
     if _reads_old_self(tree):
@@ -222,7 +227,7 @@ def compile_rule(text: str) -> Compiled:
         return Compiled(problem=f"calls {', '.join(n + '()' for n in unknown)}, which this tool does not provide")
     try:
         return Compiled(program=env.program(tree, functions=K8S_FUNCTIONS))
-    except Exception as err:
+    except LIBRARY_ERRORS as err:
         return Compiled(problem=f"cannot be compiled ({type(err).__name__}: {err})")
 
 
@@ -346,7 +351,7 @@ class CelPlan:
         object's problem: one note per rule, and the rule counts as passed."""
         try:
             return list(rule.check(value, []))
-        except Exception as err:  # noqa: BLE001 - any library failure, never a traceback
+        except LIBRARY_ERRORS as err:  # cel-python failing in itself, never a traceback
             note = (f"{self.where}: CEL rule {rule.text!r} could not be evaluated by cel-python "
                     f"({type(err).__name__}); skipped")
             if note not in self.notes:
