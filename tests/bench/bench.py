@@ -605,10 +605,11 @@ def main(argv: list[str] | None = None) -> int:
         twins = build_rows(snapshots, base_cli, out_dir, args.timeout, args.baseline.resolve())
         if args.template_edits:
             twins += template_edit_rows(snapshots, base_cli, out_dir, args.baseline.resolve())
-        for row, twin in zip(rows, twins):
-            assert (row.label, row.snapshot.nodes, row.snapshot.form) == (twin.label, twin.snapshot.nodes,
-                                                                          twin.snapshot.form), (row.label, twin.label)
-            row.baseline = twin
+        # Paired by what they measure: a row the baseline has no command for (admit) runs alone.
+        by_key = {(twin.label, twin.snapshot.nodes, twin.snapshot.form, twin.snapshot.path.name): twin
+                  for twin in twins}
+        for row in rows:
+            row.baseline = by_key.get((row.label, row.snapshot.nodes, row.snapshot.form, row.snapshot.path.name))
     interpreters: list[float] = []
     for round_no in range(args.repeat):
         print(f"round {round_no + 1}/{args.repeat}", file=sys.stderr, flush=True)
