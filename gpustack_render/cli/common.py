@@ -80,8 +80,6 @@ def flush_warnings(diag: Diagnostics | None) -> None:
     flush(diag, warn_line)
 
 
-
-
 def report_timings() -> None:
     """With ``-v``: how long each pipeline stage took (gpustack_render.timing)."""
     from gpustack_render import timing

@@ -13,12 +13,12 @@ import stat
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from gpustack_render.emit import MANIFEST_SUFFIXES
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists, stdin_text
 from gpustack_render.yamlio import WRITE_ERRORS, dump_json, parse_documents, read_text
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
 STDIN_DISPLAY = "<stdin>"  # how messages name it, as the snapshot reader does
 
