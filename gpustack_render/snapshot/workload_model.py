@@ -29,11 +29,9 @@ from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.memo import Memo
 from gpustack_render.snapshot.topology_assignment import (DecodeError, Frozen, Loc, Placement, TopologyAssignment,
                                                           decode_topology)
+from gpustack_render.snapshot.workload_kind import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE, GROUP as GROUP, KIND as KIND
 
-GROUP = "kueue.x-k8s.io"
-KIND = "Workload"
 SERVED_VERSIONS = ("v1beta1", "v1beta2")  # Kueue v0.19's workloads CRD: the versions it serves
-DEFAULT_NAMESPACE = "default"  # a Workload without metadata.namespace, as `kubectl apply` would place it
 DEFAULT_PODSET = "main"  # the CRD's default PodSet name
 # The template annotations of Kueue's API that request a topology (Kueue's own keys, not the operator's).
 REQUIRED_TOPOLOGY_ANNOTATION = GROUP + "/podset-required-topology"
