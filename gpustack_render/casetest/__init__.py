@@ -365,12 +365,7 @@ def subprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
 
 def _parse_argv(argv: Sequence[str]) -> tuple[str, list[str], list[str], str | None, str]:
     """The argv :func:`command_argv` builds → (command, snapshots, sets, rules, format)."""
-    args = list(argv)
-    if "gpustack_render" in args:
-        start = args.index("gpustack_render") + 1
-    else:
-        start = 1 if args and Path(args[0]).name == PROGRAM else 0
-    command, rest = args[start], args[start + 1:]
+    command, rest = _split_argv(argv)
     snapshots: list[str] = []
     sets: list[str] = []
     rules: str | None = None
@@ -391,6 +386,16 @@ def _parse_argv(argv: Sequence[str]) -> tuple[str, list[str], list[str], str | N
         snapshots.append(arg)
         i += 1
     return command, snapshots, sets, rules, fmt
+
+
+def _split_argv(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """The argv :func:`command_argv` builds → (command, the arguments after it)."""
+    args = list(argv)
+    if "gpustack_render" in args:
+        start = args.index("gpustack_render") + 1
+    else:
+        start = 1 if args and Path(args[0]).name == PROGRAM else 0
+    return args[start], args[start + 1:]
 
 
 def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
@@ -445,10 +450,8 @@ _PATH_OPTIONS = ("--rules", "--workloads")
 def _cli_args(argv: Sequence[str], at: Callable[[str], str]) -> list[str]:
     """The arguments after the program in an argv of :func:`command_argv`, with every path (the
     snapshots, ``--rules``, ``--workloads``) passed through ``at``."""
-    args = list(argv)
-    start = args.index("gpustack_render") + 1 if "gpustack_render" in args else 1
-    out = [args[start]]
-    rest = args[start + 1:]
+    command, rest = _split_argv(argv)
+    out = [command]
     i = 0
     while i < len(rest):
         if rest[i] in _VALUE_OPTIONS and i + 1 < len(rest):

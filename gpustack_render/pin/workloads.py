@@ -66,13 +66,12 @@ def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list
 
 def _input(obj: dict[str, Any], workload: Workload, classifier: ResourceClassifier) -> WorkloadInput:
     out = WorkloadInput(obj, workload.file, workload.namespace, workload.name, workload.spec.queueName or None)
-    for index, (raw, podset) in enumerate(zip(obj["spec"]["podSets"], workload.spec.podSets)):
+    for index, podset in enumerate(workload.spec.podSets):
         pod = podset.template.spec
         base = ("spec", "podSets", index, "template", "spec")
         containers = [Container(base + (section, j), c.requests)
                       for section, items in (("initContainers", pod.initContainers), ("containers", pod.containers))
                       for j, c in enumerate(items)]
-        name = raw.get("name")
-        out.podsets.append(PodSetInput(index, name if isinstance(name, str) else str(index),
-                                       podset_demand(containers, classifier)))
+        name = podset.name if podset.name is not None else str(index)
+        out.podsets.append(PodSetInput(index, name, podset_demand(containers, classifier)))
     return out

@@ -88,7 +88,7 @@ def _load(rules_dir: Path) -> Rules:
 def _builtin_document(kind: str, rules_dir: Path) -> Document | None:
     """The built-in rule file of an optional ``kind`` a rules directory leaves out (a directory
     copied before the kind existed gets the operator's defaults, not an empty model)."""
-    if rules_dir.resolve() == default_rules_dir().resolve():
+    if overlay.is_built_in(rules_dir):
         return None
     for doc in read_documents(default_rules_dir(), []):
         if doc.kind == kind:

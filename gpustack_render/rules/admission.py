@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Mapping
 
+from gpustack_render.k8s import quantity_ceil
+
 CPU = "cpu"  # Kubernetes' own resource name, which Kueue counts in milli-units
 STRICT = "Strict"  # admission.md's name of Kueue's default quota-check strategy ...
 STRICT_NAMES = frozenset({STRICT, "BlockUndeclared"})  # ... which Kueue's Configuration calls BlockUndeclared
@@ -91,14 +93,9 @@ def derive(strategy: str, entries: Iterable[Entry], manufacturers: Iterable[Reso
     return AdmissionRule(STRICT if strategy in STRICT_NAMES else strategy, table, frozenset(credits))
 
 
-def whole(value: Fraction) -> int:
-    """A quantity's integer value, rounded up (Kubernetes' ``Quantity.Value()``)."""
-    return math.ceil(value)
-
-
 def kueue_value(resource: str, value: Fraction) -> int:
     """Kueue's int64 of one resource: cpu in milli-units, everything else whole (both rounded up)."""
-    return math.ceil(value * 1000) if resource == CPU else math.ceil(value)
+    return math.ceil(value * 1000) if resource == CPU else quantity_ceil(value)
 
 
 def transform(requests: Mapping[str, Fraction], rule: AdmissionRule) -> dict[str, Fraction]:
@@ -113,9 +110,9 @@ def transform(requests: Mapping[str, Fraction], rule: AdmissionRule) -> dict[str
             out[name] = out.get(name, Fraction(0)) + value
             continue
         if step.multiply_by is not None and step.multiply_by in requests:
-            value = value * whole(requests[step.multiply_by])
+            value = value * quantity_ceil(requests[step.multiply_by])  # (Kubernetes' Quantity.Value())
         for output, factor in step.outputs.items():
-            out[output] = out.get(output, Fraction(0)) + factor * whole(value)
+            out[output] = out.get(output, Fraction(0)) + factor * quantity_ceil(value)
         if step.strategy == "Retain":
             out[name] = out.get(name, Fraction(0)) + value
     return out

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from gpustack_render.snapshot import fastjson, fastyaml, inputs
-from gpustack_render.snapshot.workload_model import DEFAULT_NAMESPACE, GROUP as WORKLOAD_GROUP, KIND as WORKLOAD_KIND
+from gpustack_render.snapshot.workload_kind import DEFAULT_NAMESPACE, GROUP as WORKLOAD_GROUP, KIND as WORKLOAD_KIND
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity, is_list_kind
 from gpustack_render.yamlio import BulkLoader, parse_documents, read_text

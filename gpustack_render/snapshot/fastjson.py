@@ -34,7 +34,7 @@ from typing import Any, Callable, Union, cast
 import msgspec
 
 from gpustack_render.k8s import is_list_kind
-from gpustack_render.snapshot import inputs, workload_model
+from gpustack_render.snapshot import inputs, workload_kind
 
 # A document opening after JSON's insignificant whitespace (RFC 8259), which both json.loads and
 # msgspec skip (a match at the start: the file is never copied).
@@ -76,7 +76,7 @@ class _PeekMeta(msgspec.Struct):
     namespace: Any = None
 
 
-class _WorkloadPeek(msgspec.Struct, tag=workload_model.KIND, tag_field="kind"):
+class _WorkloadPeek(msgspec.Struct, tag=workload_kind.KIND, tag_field="kind"):
     """What placing a Workload reads (its identity); every other field is skipped unbuilt."""
 
     apiVersion: Any = None
@@ -115,7 +115,7 @@ _BULK_ITEMS = msgspec.json.Decoder(list[_Bulk])
 _BULK = msgspec.json.Decoder(_Bulk)
 _ANY = msgspec.json.Decoder()
 _PEEK = msgspec.json.Decoder(_WorkloadPeek)
-_WORKLOAD_TAG = f"'{workload_model.KIND}'"  # in the union's refusal of a Workload ("Invalid value 'Workload'")
+_WORKLOAD_TAG = f"'{workload_kind.KIND}'"  # in the union's refusal of a Workload ("Invalid value 'Workload'")
 
 # The ``kind`` values near a file's end (see the module docstring: only to choose the way to read).
 _KIND_VALUE = re.compile(rb'"kind"[ \t\r\n]*:[ \t\r\n]*"([^"\\]*)"')
@@ -288,7 +288,7 @@ def _item(raw: msgspec.Raw | Buffer, fast_models: FastModels) -> Any:
         # The union names the kind it refused: only a Workload is peeked (no second pass over the
         # other kinds, 10,000 NodeFeatures among them; a message worded otherwise only costs speed).
         kept = None
-        if _WORKLOAD_TAG in str(err) and fast_models(workload_model.GROUP, workload_model.KIND) is Kept:
+        if _WORKLOAD_TAG in str(err) and fast_models(workload_kind.GROUP, workload_kind.KIND) is Kept:
             kept = _kept(raw)
         return kept if kept is not None else plain(raw)
     api = typed.apiVersion
@@ -305,7 +305,7 @@ def _kept(raw: msgspec.Raw | Buffer) -> Kept | None:
     except msgspec.ValidationError:
         return None
     api, name, namespace = peek.apiVersion, peek.metadata.name, peek.metadata.namespace
-    if type(api) is not str or api.rpartition("/")[0] != workload_model.GROUP or type(name) is not str or not name:
+    if type(api) is not str or api.rpartition("/")[0] != workload_kind.GROUP or type(name) is not str or not name:
         return None
     if namespace is not None and type(namespace) is not str:
         return None
@@ -316,5 +316,5 @@ def fast_models_for(models: dict[tuple[str, str], type[inputs.Model]]) -> FastMo
     """``(group, kind)`` → the fast struct of a bulk kind among ``models``."""
     table: dict[tuple[str, str], type] = {
         key: inputs.FAST_MODELS[model] for key, model in models.items() if model in inputs.FAST_MODELS}
-    table[(workload_model.GROUP, workload_model.KIND)] = Kept  # kept as text (see Kept)
+    table[(workload_kind.GROUP, workload_kind.KIND)] = Kept  # kept as text (see Kept)
     return lambda group, kind: table.get((group, kind))

@@ -29,11 +29,9 @@ from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.memo import Memo
 from gpustack_render.snapshot.topology_assignment import (DecodeError, Frozen, Loc, Placement, TopologyAssignment,
                                                           decode_topology)
+from gpustack_render.snapshot.workload_kind import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE, GROUP as GROUP, KIND as KIND
 
-GROUP = "kueue.x-k8s.io"
-KIND = "Workload"
 SERVED_VERSIONS = ("v1beta1", "v1beta2")  # Kueue v0.19's workloads CRD: the versions it serves
-DEFAULT_NAMESPACE = "default"  # a Workload without metadata.namespace, as `kubectl apply` would place it
 DEFAULT_PODSET = "main"  # the CRD's default PodSet name
 # The template annotations of Kueue's API that request a topology (Kueue's own keys, not the operator's).
 REQUIRED_TOPOLOGY_ANNOTATION = GROUP + "/podset-required-topology"
@@ -44,20 +42,14 @@ _Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 _Count = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 
 
-def _quantity(raw: Any) -> Fraction:
-    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-        raise QuantityError(f"{raw!r} is not a valid quantity")
-    return parse_quantity(raw)
-
-
-_QUANTITIES: Memo[Any, Fraction] = Memo(_quantity, 1 << 14)  # requests repeat over thousands of Workloads
+_QUANTITIES: Memo[str, Fraction] = Memo(parse_quantity, 1 << 14)  # requests repeat over thousands of Workloads
 
 
 def _quantities(section: str, values: Mapping[str, Any] | None) -> dict[str, Fraction]:
     out: dict[str, Fraction] = {}
     for name, raw in (values or {}).items():
         try:
-            out[name] = _QUANTITIES[raw] if type(raw) is str else _quantity(raw)
+            out[name] = _QUANTITIES[raw] if type(raw) is str else parse_quantity(raw)  # (refuses a non-scalar)
         except QuantityError as err:
             raise ValueError(_SEP.join((section, str(name), str(err)))) from None
     return out

@@ -155,9 +155,9 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes: set[str], akey: str = "",
-                  akey_label: re.Pattern[str] | None = None, groups: Set[str] = frozenset(),
-                  meant_pool: Mapping[str, tuple[str, str]] | None = None) -> list[str]:
+def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes: set[str], akey: str,
+                  akey_label: re.Pattern[str], groups: Set[str],
+                  meant_pool: Mapping[str, tuple[str, str]]) -> list[str]:
     """The warnings about this pool. A warning that names ClusterQueues is about those queues only
     (another queue's refusal may mention a Node this pool shares); one about a Node label of an
     accelerator group that has a pool (``akey_label`` finds the groups, ``groups`` are those with a
@@ -168,13 +168,13 @@ def pool_warnings(warnings: Iterable[str], queue: str, flavors: set[str], nodes:
     (:func:`meant_pools`) is about the pool named there only, which may be one the render lost."""
     out = []
     for warning in warnings:
-        if meant_pool and warning in meant_pool:
+        if warning in meant_pool:
             if meant_pool[warning][0] == queue:
                 out.append(warning)
             continue
         refs = [(kind, name.rstrip(".")) for kind, name in _REFERENCE.findall(warning)]
         queues = {name for kind, name in refs if kind == "ClusterQueue"}
-        meant = set(akey_label.findall(warning)) & groups if akey_label is not None else set()
+        meant = set(akey_label.findall(warning)) & groups
         if queues:
             mine = queue in queues
         elif meant:
