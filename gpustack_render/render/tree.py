@@ -372,15 +372,13 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
     problems: list[Problem] = []
     if not isinstance(data, dict):
         raise UserError([Problem("a template is one YAML mapping (the object of its kind)", file=file)])
-    for key in data:
-        if isinstance(key, str) and key.startswith("$"):
-            problems.append(Problem("directives cannot stand at the top of a template", file=file,
-                                    line=_line(key_at(data, key)), column=_column(key_at(data, key)),
-                                    compiler_style=True))
     values = Values()
     names = Names(env, OMIT)
     names.locals["obj"] = "v_obj"
     emitter = _Emitter(file, names, problems)
+    for key in data:
+        if _directive(key):
+            emitter.problem("directives cannot stand at the top of a template", _one_based(key_at(data, key)))
     if not problems:
         code = emitter.mapping(data, 1, (), root=True)
         emitter.line(1, f"return {code}")
@@ -395,14 +393,6 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
     exec(compile(source, code_file, "exec"), namespace)  # our generated code: names above only
     values.floats.seen = emitter.floats
     return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0)
-
-
-def _line(position: tuple[int, int] | None) -> int | None:
-    return position[0] + 1 if position else None
-
-
-def _column(position: tuple[int, int] | None) -> int | None:
-    return position[1] + 1 if position else None
 
 
 def new_template_context(env: SandboxedEnvironment, name: str) -> Context:
