@@ -52,8 +52,9 @@ class Builder:
     """One template compiled: ``build(item)`` makes the object (see :meth:`run` for the errors)."""
 
     def __init__(self, function: Callable[[Any], dict[str, Any]], where: dict[int, Position], code_file: str,
-                 values: Values, source: str, grows: bool) -> None:
+                 values: Values, source: str, grows: bool, template: Any) -> None:
         self.build = function
+        self.template = template  # the template document it was compiled from (with its positions)
         self.grows = grows  # a $for: the object's size depends on the data (checked, see build_all)
         self.where = where
         self.code_file = code_file
@@ -392,7 +393,7 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
                                  "JOIN": join_text}
     exec(compile(source, code_file, "exec"), namespace)  # our generated code: names above only
     values.floats.seen = emitter.floats
-    return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0)
+    return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0, data)
 
 
 def new_template_context(env: SandboxedEnvironment, name: str) -> Context:

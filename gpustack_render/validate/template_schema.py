@@ -21,7 +21,6 @@ from gpustack_render.render.tree import DIRECTIVES
 from gpustack_render.rules.lint import LintResult
 from gpustack_render.rules.read import item_at, key_at, value_at
 from gpustack_render.validate.crd_schema import Crds
-from gpustack_render.yamlio import parse_roundtrip, read_text
 
 _TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
 Position = tuple[int, int] | None
@@ -47,8 +46,7 @@ def check_templates(templates_dir: Path | None, crds: Crds | None) -> tuple[list
     for kind in TEMPLATE_KINDS:
         path = templates.file(kind)
         try:
-            load_template(path)
-            data = parse_roundtrip(read_text(path, str(path)), str(path))
+            data = load_template(path).template
         except UserError as err:
             problems.extend(err.problems)
             continue
