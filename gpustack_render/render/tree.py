@@ -198,12 +198,10 @@ class _Emitter:
             code, may_omit, tidied = self.sequence(node, depth), False, True
         elif isinstance(node, str):
             code, may_omit = self.scalar(node, depth, at, "TIDY_NATIVE" if data_map else "NATIVE")
-            tidied = data_map or code.startswith(("'", '"'))
+            tidied = code.startswith(("'", '"'))
         else:
             return self.fixed(node, at), False
-        if data_map and not tidied:
-            return self.assign(depth, f"TIDY({code})"), may_omit
-        if data_map and isinstance(node, dict) and not _has_directives(node):
+        if data_map and isinstance(node, dict):  # written as a mapping, or built by directives
             return self.assign(depth, f"TIDY({code})"), may_omit
         if tidy and not tidied:
             return self.assign(depth, f"TIDY_PARENT({code}, {tidy!r})"), may_omit
