@@ -49,7 +49,7 @@ Position = tuple[int, int]  # 1-based line and column in the template
 
 
 class Builder:
-    """One template compiled: ``build(item)`` makes the object (see :meth:`run` for the errors)."""
+    """One template compiled: ``build(item)`` makes the object (see :func:`build_all` for the errors)."""
 
     def __init__(self, function: Callable[[Any], dict[str, Any]], where: dict[int, Position], code_file: str,
                  values: Values, source: str, grows: bool, template: Any) -> None:
