@@ -202,18 +202,10 @@ def dump_yaml_stream(objects: Iterable[Any]) -> str:
     """A multi-document YAML stream, every document opened by ``---``."""
     documents = list(objects)
     out: list[str] = []
-    writers = _MAPPING_WRITERS
     try:
         for doc in documents:
             out.append("---\n")  # what follows it starts its own line, as in an empty document
-            if type(doc) is dict and doc:  # _emit_document's mapping case, its writer found here
-                key = ("", "", tuple(doc))
-                write = writers.get(key)
-                if write is None:
-                    write = writers[key] = _mapping_writer(key, doc)
-                write(doc, out, set())
-            else:
-                _emit_document(doc, out)
+            _emit_document(doc, out)
         return "".join(out)
     except NotSimple as err:
         from gpustack_render import timing

@@ -117,12 +117,7 @@ class QueueBuilder:
             plan.refusal = refusal.text
             kept, dropped = self._still_existing(existing.raw_resource_groups if existing else None)
             plan.kept_resource_groups = kept
-            gone = f"{', '.join(dropped)}, which the render no longer has" if dropped else ""
-            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal.text}); " + (
-                (f"keeping the snapshot's resource groups without {gone}" if gone else
-                 "keeping the snapshot's resource groups") if kept else
-                f"the snapshot's resource groups held only {gone}; no resource groups" if gone else
-                "no resource groups"))
+            self.diag.warn(f"ClusterQueue/{name}: plan refused ({refusal.text}); {_kept_text(kept, dropped)}")
         plan.stop_policy = self._lifecycle(plan, selected, existing, inactive, it_deleting, acceleratable)
         if plan.flavors or plan.kept_resource_groups:
             plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"
@@ -310,3 +305,13 @@ class QueueBuilder:
                                                                                           rule.stop_policy)
                 return value or markers.savedWhenUnset, f"'{rule.name}' ({rule.origin})"
         return current or markers.savedWhenUnset, "default (the current policy)"
+
+
+def _kept_text(kept: Any, dropped: list[str]) -> str:
+    """How a refused plan's warning ends: what it keeps of the snapshot's resource groups, and which
+    flavors it drops from them (:meth:`QueueBuilder._still_existing`)."""
+    gone = f"{', '.join(dropped)}, which the render no longer has"
+    if kept:
+        return f"keeping the snapshot's resource groups without {gone}" if dropped else \
+            "keeping the snapshot's resource groups"
+    return f"the snapshot's resource groups held only {gone}; no resource groups" if dropped else "no resource groups"

@@ -166,7 +166,6 @@ def _sorted_unique(objects: list[dict[str, Any]], items: Sequence[Any], path: st
 
 _METADATA = operator.itemgetter("metadata")
 _FIRST = operator.itemgetter(0)
-_DICT = frozenset({dict})
 
 
 def _shape_problems(obj: dict[str, Any], item: Any, kind: str, path: str) -> list[Problem]:

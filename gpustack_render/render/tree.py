@@ -49,11 +49,12 @@ Position = tuple[int, int]  # 1-based line and column in the template
 
 
 class Builder:
-    """One template compiled: ``build(item)`` makes the object (see :meth:`run` for the errors)."""
+    """One template compiled: ``build(item)`` makes the object (see :func:`build_all` for the errors)."""
 
     def __init__(self, function: Callable[[Any], dict[str, Any]], where: dict[int, Position], code_file: str,
-                 values: Values, source: str, grows: bool) -> None:
+                 values: Values, source: str, grows: bool, template: Any) -> None:
         self.build = function
+        self.template = template  # the template document it was compiled from (with its positions)
         self.grows = grows  # a $for: the object's size depends on the data (checked, see build_all)
         self.where = where
         self.code_file = code_file
@@ -77,12 +78,12 @@ class Builder:
         return found
 
 
-def _directive(key: Any) -> bool:
+def is_directive(key: Any) -> bool:
     return isinstance(key, str) and key.startswith("$")
 
 
 def _has_directives(node: Any) -> bool:
-    return isinstance(node, dict) and any(map(_directive, node))
+    return isinstance(node, dict) and any(map(is_directive, node))
 
 
 Put = Callable[[int, str], None]
@@ -197,12 +198,10 @@ class _Emitter:
             code, may_omit, tidied = self.sequence(node, depth), False, True
         elif isinstance(node, str):
             code, may_omit = self.scalar(node, depth, at, "TIDY_NATIVE" if data_map else "NATIVE")
-            tidied = data_map or code.startswith(("'", '"'))
+            tidied = code.startswith(("'", '"'))
         else:
             return self.fixed(node, at), False
-        if data_map and not tidied:
-            return self.assign(depth, f"TIDY({code})"), may_omit
-        if data_map and isinstance(node, dict) and not _has_directives(node):
+        if data_map and isinstance(node, dict):  # written as a mapping, or built by directives
             return self.assign(depth, f"TIDY({code})"), may_omit
         if tidy and not tidied:
             return self.assign(depth, f"TIDY_PARENT({code}, {tidy!r})"), may_omit
@@ -229,10 +228,10 @@ class _Emitter:
         else entries put one by one (into ``into`` when given: a $for's merged entries)."""
         entries: list[tuple[str, str, bool]] = []
         for key in node:
-            if _directive(key):
+            if is_directive(key):
                 continue
             key_code = self.key(node, key, depth)
-            at = _one_based(value_at(node, key))
+            at = one_based(value_at(node, key))
             code, may_omit = self.value(node[key], depth, at, DATA_MAPS.get(key, ()) if root else (),
                                         key in tidy)
             entries.append((key_code, code, may_omit))
@@ -245,7 +244,7 @@ class _Emitter:
         return temp
 
     def key(self, node: dict[Any, Any], key: Any, depth: int) -> str:
-        at = _one_based(key_at(node, key))
+        at = one_based(key_at(node, key))
         if not isinstance(key, str):
             return self.fixed(key, at)
         code, may_omit = self.scalar(key, depth, at, "KEY")
@@ -255,12 +254,12 @@ class _Emitter:
 
     def sequence(self, node: list[Any], depth: int) -> str:
         if not any(map(_has_directives, node)):
-            items = [self.value(item, depth, _one_based(item_at(node, i))) for i, item in enumerate(node)]
+            items = [self.value(item, depth, one_based(item_at(node, i))) for i, item in enumerate(node)]
             if not any(may_omit for _c, may_omit in items):
                 return "[" + ", ".join(code for code, _m in items) + "]"
         temp = self.assign(depth, "[]", prefix="l")
         for index, item in enumerate(node):
-            at = _one_based(item_at(node, index))
+            at = one_based(item_at(node, index))
             if _has_directives(item):
                 self.directed(item, depth, at, lambda d, code: self.line(d, f"{temp}.append({code})"), in_list=True)
             else:
@@ -270,16 +269,16 @@ class _Emitter:
 
     def check_directives(self, node: dict[Any, Any], in_list: bool) -> None:
         for key in node:
-            if _directive(key) and key not in DIRECTIVES:
+            if is_directive(key) and key not in DIRECTIVES:
                 self.problem(f"unknown directive {key!r} (directives: {', '.join(DIRECTIVES)})",
-                             _one_based(key_at(node, key)))
-        rest = [k for k in node if not _directive(k)]
+                             one_based(key_at(node, key)))
+        rest = [k for k in node if not is_directive(k)]
         if "$value" in node and rest:
-            self.problem("$value is the whole value: no other keys beside it", _one_based(key_at(node, "$value")))
+            self.problem("$value is the whole value: no other keys beside it", one_based(key_at(node, "$value")))
         if "$else" in node and "$if" not in node:
-            self.problem("$else needs $if", _one_based(key_at(node, "$else")))
+            self.problem("$else needs $if", one_based(key_at(node, "$else")))
         if "$for" in node and "$value" in node and not in_list:
-            self.problem("$for in a mapping repeats its entries: no $value", _one_based(key_at(node, "$for")))
+            self.problem("$for in a mapping repeats its entries: no $value", one_based(key_at(node, "$for")))
 
     def directed(self, node: dict[Any, Any], depth: int, at: Position | None, put: Put,
                  in_list: bool = False) -> None:
@@ -297,13 +296,13 @@ class _Emitter:
             self.put(inner, code, may_omit, put)
         if "$if" in node and "$else" in node:
             self.line(depth, "else:")
-            code, may_omit = self.value(node["$else"], depth + 1, _one_based(value_at(node, "$else")))
+            code, may_omit = self.value(node["$else"], depth + 1, one_based(value_at(node, "$else")))
             self.put(depth + 1, code, may_omit, put)
 
     def body(self, node: dict[Any, Any], depth: int, at: Position | None) -> tuple[str, bool]:
         """What a directed node stands for: its ``$value``, else its other entries."""
         if "$value" in node:
-            return self.value(node["$value"], depth, _one_based(value_at(node, "$value")))
+            return self.value(node["$value"], depth, one_based(value_at(node, "$value")))
         return self.mapping(node, depth, ()), False
 
     def put(self, depth: int, code: str, may_omit: bool, put: Put) -> None:
@@ -314,7 +313,7 @@ class _Emitter:
             put(depth, code)
 
     def condition(self, node: dict[Any, Any], key: str, depth: int) -> str:
-        at = _one_based(value_at(node, key))
+        at = one_based(value_at(node, key))
         source = node[key]
         if not isinstance(source, str):
             return repr(bool(source))
@@ -322,7 +321,7 @@ class _Emitter:
         return "False" if code is None else self.assign(depth, code, at, prefix="c")
 
     def loop(self, node: dict[Any, Any], depth: int, put: Put, in_list: bool) -> None:
-        at = _one_based(value_at(node, "$for"))
+        at = one_based(value_at(node, "$for"))
         match = _FOR.match(str(node["$for"]))
         if match is None:
             self.problem(f"$for must read 'NAME in EXPR' (or 'KEY, VALUE in EXPR'), not {node['$for']!r}", at)
@@ -354,7 +353,7 @@ class _Emitter:
             put(depth, mapping)
 
 
-def _one_based(position: tuple[int, int] | None) -> Position | None:
+def one_based(position: tuple[int, int] | None) -> Position | None:
     return (position[0] + 1, position[1] + 1) if position else None
 
 
@@ -372,15 +371,13 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
     problems: list[Problem] = []
     if not isinstance(data, dict):
         raise UserError([Problem("a template is one YAML mapping (the object of its kind)", file=file)])
-    for key in data:
-        if isinstance(key, str) and key.startswith("$"):
-            problems.append(Problem("directives cannot stand at the top of a template", file=file,
-                                    line=_line(key_at(data, key)), column=_column(key_at(data, key)),
-                                    compiler_style=True))
     values = Values()
     names = Names(env, OMIT)
     names.locals["obj"] = "v_obj"
     emitter = _Emitter(file, names, problems)
+    for key in data:
+        if is_directive(key):
+            emitter.problem("directives cannot stand at the top of a template", one_based(key_at(data, key)))
     if not problems:
         code = emitter.mapping(data, 1, (), root=True)
         emitter.line(1, f"return {code}")
@@ -394,15 +391,7 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
                                  "JOIN": join_text}
     exec(compile(source, code_file, "exec"), namespace)  # our generated code: names above only
     values.floats.seen = emitter.floats
-    return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0)
-
-
-def _line(position: tuple[int, int] | None) -> int | None:
-    return position[0] + 1 if position else None
-
-
-def _column(position: tuple[int, int] | None) -> int | None:
-    return position[1] + 1 if position else None
+    return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0, data)
 
 
 def new_template_context(env: SandboxedEnvironment, name: str) -> Context:

@@ -89,9 +89,7 @@ class Values:
     def _key(self, key: Any) -> str:
         if type(key) is str:
             return key
-        value = self.data(key)
-        if isinstance(value, (dict, list)):
-            raise NotData("a mapping key must be a scalar")
+        value = self.key(key)
         return value if isinstance(value, str) else json.dumps(value)
 
     def key(self, key: Any) -> Any:

@@ -17,11 +17,10 @@ from typing import Any
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.render import TEMPLATE_KINDS, load_template
 from gpustack_render.render.locate import locate
-from gpustack_render.render.tree import DIRECTIVES
+from gpustack_render.render.tree import DIRECTIVES, is_directive, one_based
 from gpustack_render.rules.lint import LintResult
 from gpustack_render.rules.read import item_at, key_at, value_at
 from gpustack_render.validate.crd_schema import Crds
-from gpustack_render.yamlio import parse_roundtrip, read_text
 
 _TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
 Position = tuple[int, int] | None
@@ -47,8 +46,7 @@ def check_templates(templates_dir: Path | None, crds: Crds | None) -> tuple[list
     for kind in TEMPLATE_KINDS:
         path = templates.file(kind)
         try:
-            load_template(path)
-            data = parse_roundtrip(read_text(path, str(path)), str(path))
+            data = load_template(path).template
         except UserError as err:
             problems.extend(err.problems)
             continue
@@ -71,10 +69,6 @@ def _schema_of(data: Any, crds: Crds) -> dict[str, Any] | None:
     return crd.schema if crd is not None else None
 
 
-def _directive(key: Any) -> bool:
-    return isinstance(key, str) and key.startswith("$")
-
-
 def _is_expression(text: Any) -> bool:
     return isinstance(text, str) and ("{{" in text or "{%" in text)
 
@@ -82,10 +76,6 @@ def _is_expression(text: Any) -> bool:
 def _whole_expression(text: str) -> bool:
     stripped = text.strip()
     return stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1
-
-
-def _one_based(position: tuple[int, int] | None) -> Position:
-    return (position[0] + 1, position[1] + 1) if position else None
 
 
 class _Checker:
@@ -101,7 +91,7 @@ class _Checker:
         """``node`` against ``schema``; ``item``: the node is a list item (a ``$for`` repeats it)."""
         if not schema or schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
             return
-        if isinstance(node, dict) and any(map(_directive, node)):
+        if isinstance(node, dict) and any(map(is_directive, node)):
             self.directed(node, schema, path, at, item)
         elif isinstance(node, dict):
             if self.typed("object", schema, path, at):
@@ -109,7 +99,7 @@ class _Checker:
         elif isinstance(node, list):
             if self.typed("array", schema, path, at):
                 for index, value in enumerate(node):
-                    self.node(value, schema.get("items") or {}, f"{path}[{index}]", _one_based(item_at(node, index)),
+                    self.node(value, schema.get("items") or {}, f"{path}[{index}]", one_based(item_at(node, index)),
                               True)
         elif _is_expression(node):
             if not _whole_expression(node):
@@ -120,9 +110,9 @@ class _Checker:
     def directed(self, node: dict[str, Any], schema: dict[str, Any], path: str, at: Position, item: bool) -> None:
         for key in ("$value", "$else"):
             if key in node:
-                self.node(node[key], schema, path, _one_based(value_at(node, key)))
+                self.node(node[key], schema, path, one_based(value_at(node, key)))
         if "$value" not in node:
-            rest = {k: v for k, v in node.items() if not _directive(k)}
+            rest = {k: v for k, v in node.items() if not is_directive(k)}
             if self.typed("object", schema, path, at):
                 self.mapping(node, schema, path, at, merged="$for" in node and not item, keys=list(rest))
 
@@ -152,10 +142,10 @@ class _Checker:
         open_ended = bool(extra) or schema.get("x-kubernetes-preserve-unknown-fields") or not properties
         written = list(node) if keys is None else keys
         for key in written:
-            if _directive(key):
+            if is_directive(key):
                 continue
             where = f"{path}.{key}"
-            key_position, value_position = _one_based(key_at(node, key)), _one_based(value_at(node, key))
+            key_position, value_position = one_based(key_at(node, key)), one_based(value_at(node, key))
             if _is_expression(key):
                 merged = True
                 continue

@@ -309,6 +309,11 @@ def stderr_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(tail) if tail else "(no stderr)"
 
 
+def nodes_cell(row: Row) -> str:
+    """A row's nodes column: the snapshot's Node count, or "demo" for the demo fixture."""
+    return f"{row.snapshot.nodes:,}" if row.snapshot.form != "demo" else "demo"
+
+
 def render_report(rows: list[Row], snapshots: list[Snapshot], args, cli: list[str],
                   loads: tuple[str, str], interpreter: float) -> str:
     out: list[str] = []
@@ -340,7 +345,7 @@ def render_report(rows: list[Row], snapshots: list[Snapshot], args, cli: list[st
                            f"{'FAILED' if row.failed else f'{row.wall:.2f}'} | "
                            f"{'FAILED' if twin is not None and twin.failed else ''} | | | |")
                 continue
-            nodes = f"{row.snapshot.nodes:,}" if row.snapshot.form != "demo" else "demo"
+            nodes = nodes_cell(row)
             out.append(f"| `{row.label}` | {nodes} | {row.snapshot.form} | {row.wall:.3f} | {twin.wall:.3f} | "
                        f"{row.wall / twin.wall:.3f} | {row.rss:.0f} | {twin.rss:.0f} |")
         out.append("")
@@ -352,7 +357,7 @@ def render_report(rows: list[Row], snapshots: list[Snapshot], args, cli: list[st
             f"**FAILED ({'TIMEOUT' if bad.timed_out else f'exit {bad.exit_code}'})**"
         floor = f"{row.floor:.2f}" if row.floors else ""
         goal, _ok = goal_text(row, rows)
-        nodes = f"{row.snapshot.nodes:,}" if row.snapshot.form != "demo" else "demo"
+        nodes = nodes_cell(row)
         out.append(f"| `{row.label}` | {nodes} | {row.snapshot.form} | {row.snapshot.size / 1e6:.1f} | {wall} | "
                    f"{row.rss:.0f} | {floor} | {goal} |")
 
