@@ -42,12 +42,12 @@ def _accounting(ctx: Any) -> tuple[UsageOf, bool]:
 def run_preview(ctx: Any, workload_paths: Sequence[str], chain: str, reserve: Mapping[str, Fraction],
                 rendered_objects: Callable[[], list[dict[str, Any]]],
                 rendered_labels: Callable[[], dict[str, dict[str, str]]]) -> Preview:
-    from gpustack_render.snapshot import RAW_ONLY_KINDS, inputs as snapshot_inputs
+    from gpustack_render.snapshot import snapshot_kinds
     from gpustack_render.snapshot.workloads import read_workloads, snapshot_workloads
     usage_of, strict = _accounting(ctx)
     extra = []
     if workload_paths:
-        kinds = frozenset(snapshot_inputs.models(ctx.rules.vocabulary.workerApiGroup)) | RAW_ONLY_KINDS
+        kinds = snapshot_kinds(ctx.rules.vocabulary.workerApiGroup)
         extra = read_workloads(workload_paths, "admit", kinds, _misplaced)
     workloads = demands(snapshot_workloads(ctx.snapshot), extra, usage_of)
     preview = Preview({})
