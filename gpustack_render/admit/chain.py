@@ -13,8 +13,8 @@ from typing import Any, Iterable, Mapping
 from gpustack_render.admit.model import Chain, FlavorQuota, FlavorSpec, QueueSpec
 from gpustack_render.k8s import QuantityError, format_binary_si, format_decimal_si, parse_quantity
 from gpustack_render.rules.admission import CPU, kueue_value as resource_value
+from gpustack_render.snapshot.workload_model import GROUP as KUEUE_GROUP
 
-KUEUE_GROUP = "kueue.x-k8s.io"
 HOLD_POLICIES = frozenset({"Hold", "HoldAndDrain"})
 # Kubernetes' byte-sized resources, which Kueue prints in BinarySI (pkg/resources ResourceQuantity).
 BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
