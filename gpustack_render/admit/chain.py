@@ -42,9 +42,7 @@ def _list(value: Any) -> list[Any]:
 
 def _nominal(resource: str, raw: Any) -> int:
     try:
-        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-            return 0
-        return resource_value(resource, parse_quantity(raw))
+        return resource_value(resource, parse_quantity(raw))  # (which refuses a bool, a mapping, a list, null)
     except QuantityError:
         return 0
 
