@@ -24,6 +24,7 @@ __all__ = [
     "QuantityError",
     "parse_quantity",
     "format_decimal_si",
+    "format_binary_si",
     "quantity_ceil",
     "memory_label_mib",
     "format_binary_si_from_mib",
@@ -129,6 +130,15 @@ def format_decimal_si(value: int) -> str:
     exponent = min(zeros - zeros % 3, 18)  # above 10**18 the mantissa grows: 10**21 -> "1000E"
     mantissa = digits[: len(digits) - exponent]
     return ("-" if value < 0 else "") + mantissa + _SI_BY_EXPONENT[exponent]
+
+
+def format_binary_si(value: int) -> str:
+    """BinarySI text of a whole number of bytes, as Kubernetes prints it: in the largest unit that
+    divides it exactly, else plain bytes (``3Gi``, ``1536Mi``, ``1000``)."""
+    for unit, factor in _BINARY_UNITS:  # largest unit first
+        if value and value % factor == 0:
+            return f"{value // factor}{unit}"
+    return str(value)
 
 
 def quantity_ceil(value: Fraction) -> int:

@@ -197,9 +197,11 @@ def fit_node_labels(ctx: Context, converged: bool = False) -> dict[str, dict[str
 
 
 def admit_preview(ctx: Context, workload_paths: Sequence[str], chain: str, reserve: dict[str, Any],
-                  templates_dir: Path | None = None) -> Any:
+                  templates_dir: Path | None = None, rendered: list[dict[str, Any]] | None = None) -> Any:
     """``admit``: Kueue's admission replayed over the snapshot's Workloads (and ``workload_paths``')
-    with the rendered chain, the live one, or both (``compare``): the JSON document of admission.md §9."""
+    with the rendered chain, the live one, or both (``compare``): the JSON document of admission.md §9.
+    ``rendered``: the render's objects, when the caller has them already (``diff --admission``)."""
     from gpustack_render.admit import run_preview
-    return run_preview(ctx, workload_paths, chain, reserve, lambda: render_objects(ctx, templates_dir),
+    return run_preview(ctx, workload_paths, chain, reserve,
+                       lambda: rendered if rendered is not None else render_objects(ctx, templates_dir),
                        lambda: fit_node_labels(ctx, converged=True))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from gpustack_render.admit.chain import KUEUE_GROUP, read_chain
 from gpustack_render.admit.engine import Result, admit
-from gpustack_render.admit.inputs import UsageOf, demands, node_rooms
+from gpustack_render.admit.inputs import demands, node_rooms
 from gpustack_render.admit.model import Cluster, WorkloadDemand
 from gpustack_render.admit.output import compare, document
 
@@ -32,24 +33,18 @@ class Preview:
         return bool(self.doc.get("changed"))
 
 
-def _accounting(ctx: Any) -> tuple[UsageOf, bool]:
-    """The rule data's quota accounting (transformations, int64, × count) and whether the
-    quota-check strategy is Strict."""
-    from gpustack_render.admit.quota import accounting
-    return accounting(ctx.rules)
-
-
 def run_preview(ctx: Any, workload_paths: Sequence[str], chain: str, reserve: Mapping[str, Fraction],
                 rendered_objects: Callable[[], list[dict[str, Any]]],
                 rendered_labels: Callable[[], dict[str, dict[str, str]]]) -> Preview:
-    from gpustack_render.snapshot import RAW_ONLY_KINDS, inputs as snapshot_inputs
+    from gpustack_render.snapshot import snapshot_kinds
     from gpustack_render.snapshot.workloads import read_workloads, snapshot_workloads
-    usage_of, strict = _accounting(ctx)
+    from gpustack_render.rules.admission import quota_usage
+    rule = ctx.rules.admission  # the quota accounting (admission.md §3) and the quota-check strategy
     extra = []
     if workload_paths:
-        kinds = frozenset(snapshot_inputs.models(ctx.rules.vocabulary.workerApiGroup)) | RAW_ONLY_KINDS
+        kinds = snapshot_kinds(ctx.rules.vocabulary.workerApiGroup)
         extra = read_workloads(workload_paths, "admit", kinds, _misplaced)
-    workloads = demands(snapshot_workloads(ctx.snapshot), extra, usage_of)
+    workloads = demands(snapshot_workloads(ctx.snapshot), extra, partial(quota_usage, rule=rule))
     preview = Preview({})
     modes = (LIVE, RENDERED) if chain == COMPARE else (chain,)
     docs = {}
@@ -59,7 +54,7 @@ def run_preview(ctx: Any, workload_paths: Sequence[str], chain: str, reserve: Ma
         else:
             objects = [obj for key, obj in sorted(ctx.snapshot.raw.items()) if key[0] == KUEUE_GROUP]
             labels = {}
-        result = run_chain(objects, labels, ctx.snapshot, workloads, reserve, strict, evict=mode == RENDERED)
+        result = run_chain(objects, labels, ctx.snapshot, workloads, reserve, rule.strict, evict=mode == RENDERED)
         preview.runs[mode] = result
         docs[mode] = document(result, mode)
         preview.notes += [n for n in result.notes if n not in preview.notes]

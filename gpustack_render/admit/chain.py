@@ -11,15 +11,14 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from gpustack_render.admit.model import Chain, FlavorQuota, FlavorSpec, QueueSpec
-from gpustack_render.k8s import QuantityError, format_decimal_si, parse_quantity
+from gpustack_render.k8s import QuantityError, format_binary_si, format_decimal_si, parse_quantity
 from gpustack_render.rules.admission import CPU, kueue_value as resource_value
+from gpustack_render.snapshot.workload_model import GROUP as KUEUE_GROUP
 
-KUEUE_GROUP = "kueue.x-k8s.io"
 HOLD_POLICIES = frozenset({"Hold", "HoldAndDrain"})
 # Kubernetes' byte-sized resources, which Kueue prints in BinarySI (pkg/resources ResourceQuantity).
 BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
 BINARY_PREFIX = "hugepages-"
-_BINARY_UNITS = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
 
 
 @lru_cache(maxsize=1 << 14)  # (the same few amounts over 50,000 Workloads)
@@ -29,10 +28,7 @@ def quantity_text(resource: str, value: int) -> str:
     if resource == CPU:
         return format_decimal_si(value // 1000) if value % 1000 == 0 else f"{value}m"
     if resource in BINARY_RESOURCES or resource.startswith(BINARY_PREFIX):
-        for unit, factor in _BINARY_UNITS:
-            if value and value % factor == 0:
-                return f"{value // factor}{unit}"
-        return str(value)
+        return format_binary_si(value)
     return format_decimal_si(value)
 
 
@@ -46,9 +42,7 @@ def _list(value: Any) -> list[Any]:
 
 def _nominal(resource: str, raw: Any) -> int:
     try:
-        if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-            return 0
-        return resource_value(resource, parse_quantity(raw))
+        return resource_value(resource, parse_quantity(raw))  # (which refuses a bool, a mapping, a list, null)
     except QuantityError:
         return 0
 

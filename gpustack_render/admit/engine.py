@@ -540,9 +540,14 @@ def _add(freed: Usage, extra: dict[int, Room], holder: _Holder, sign: int) -> No
     """Count (``sign`` 1) or uncount (-1) what removing ``holder`` frees: its quota and its Pods' room."""
     for key, amount in holder.usage.items():
         freed[key] += sign * amount
+    _add_room(extra, holder, sign)
+
+
+def _add_room(room: dict[int, Room], holder: _Holder, sign: int = 1) -> None:
+    """Count (``sign`` 1) or uncount (-1) the room ``holder``'s Pods take, per Node index."""
     for placed, need in holder.placed:
         for i, pods in placed.items():
-            node = extra.setdefault(i, {})
+            node = room.setdefault(i, {})
             for resource, amount in need.items():
                 node[resource] = node.get(resource, 0) + sign * amount * pods
 
@@ -551,11 +556,7 @@ def _room_of(holders: Sequence[_Holder]) -> dict[int, Room]:
     """The room ``holders``' Pods take per Node index."""
     room: dict[int, Room] = {}
     for holder in holders:
-        for placed, need in holder.placed:
-            for i, pods in placed.items():
-                node = room.setdefault(i, {})
-                for resource, amount in need.items():
-                    node[resource] = node.get(resource, 0) + amount * pods
+        _add_room(room, holder)
     return room
 
 

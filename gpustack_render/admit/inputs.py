@@ -104,9 +104,7 @@ def _allocatable(snapshot: Snapshot, name: str, node: Any, problems: list[Proble
         return out
     for resource, value in raw.items():
         try:
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                raise QuantityError(f"{value!r} is not a valid quantity")
-            out[str(resource)] = parse_quantity(value)
+            out[str(resource)] = parse_quantity(value)  # (which refuses a bool, a mapping, a list, null)
         except QuantityError as err:
             problems.append(Problem(str(err), file=snapshot.files.get(("Node", name), ""), obj=f"Node/{name}",
                                     path=f"status.allocatable.{resource}"))

@@ -2,7 +2,7 @@
 
 The engine (:mod:`gpustack_render.admit.engine`) runs over these plain dataclasses only: the
 Workloads' demands per PodSet (quota usage already transformed, per-Pod requests before it), the
-chain's queues and flavors, and the Nodes' room. ``adapt`` builds them from the typed Workload
+chain's queues and flavors, and the Nodes' room. ``inputs`` and ``chain`` build them from the typed Workload
 model and the chain objects; tests build them directly.
 """
 

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from gpustack_render.admit.chain import quantity_text
 from gpustack_render.admit.engine import Entry, Result, mode_name
+from gpustack_render.admit.model import KEPT
 
 Doc = dict[str, Any]
 
@@ -65,7 +66,7 @@ def compare(live: Doc, rendered: Doc) -> Doc:
         new_outcome = new["outcome"] if new else None
         if old_outcome == new_outcome and (old is None or new is None or _flavors(old) == _flavors(new)):
             continue
-        if new_outcome == "Kept" and old_outcome == "Kept":
+        if new_outcome == KEPT and old_outcome == KEPT:
             continue
         why = (new["evicted"] or new["reason"]) if new else "not previewed with the rendered chain"
         changed.append({"namespace": key[0], "name": key[1], "live": old_outcome, "rendered": new_outcome,

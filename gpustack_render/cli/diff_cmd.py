@@ -78,7 +78,7 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
             extras.diagram = lambda pools: _diagram(ctx, desired, pools)
         if fmt == "markdown" and admission:
             from gpustack_render.admit.output import markdown
-            doc = pipeline.admit_preview(ctx, (), "compare", {}, templates_dir).doc
+            doc = pipeline.admit_preview(ctx, (), "compare", {}, templates_dir, rendered=desired).doc
             extras.admission = lambda budget: markdown(doc, limit=budget, heading="#### Admission preview")
         write_stdout(report(changes, fmt, extras))
         return EXIT_NEGATIVE if changes else EXIT_OK

@@ -85,12 +85,18 @@ def _weights(word: str, candidates: Iterable[str]) -> dict[str, float]:
     return {part: 1 / count for part, count in counts.items() if count}
 
 
-def closest(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
-    """The ``n`` candidates most like ``word``, best first (ties by name)."""
+def _ranked(word: str, candidates: Iterable[str]) -> list[tuple[tuple[bool, float, float], str]]:
+    """Each distinct candidate with its :func:`_rank`, best first (ties by name)."""
     names = set(candidates)
     weights = _weights(word, names)
-    scored = sorted(names, key=lambda c: (tuple(-x for x in _rank(word, c, weights)), c))
-    return scored[:n]
+    ranked = [(_rank(word, c, weights), c) for c in names]
+    ranked.sort(key=lambda rc: (tuple(-x for x in rc[0]), rc[1]))
+    return ranked
+
+
+def closest(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The ``n`` candidates most like ``word``, best first (ties by name)."""
+    return [c for _, c in _ranked(word, candidates)[:n]]
 
 
 def suggestion(word: str, candidates: Iterable[str], what: str, cutoff: float = 0.6) -> str:
@@ -99,12 +105,12 @@ def suggestion(word: str, candidates: Iterable[str], what: str, cutoff: float = 
     names = sorted(set(candidates))
     if not names:
         return f"this snapshot renders no {what}"
-    best = closest(word, names)
-    weights = _weights(word, names)
-    top = _rank(word, best[0], weights)
+    ranked = _ranked(word, names)[:3]
+    best = [c for _, c in ranked]
+    top = ranked[0][0]
     containing = [c for c in names if word and word.lower() in c.lower()]
     if top[2] >= cutoff or len(containing) == 1:
-        ties = [c for c in best if _rank(word, c, weights) == top]
+        ties = [c for rank, c in ranked if rank == top]
         quoted = [f"'{c}'" for c in ties]
         return "did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
     more = f" (of {len(names)})" if len(names) > len(best) else ""

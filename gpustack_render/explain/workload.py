@@ -22,15 +22,12 @@ def _quota_origins(rules: Any, podset: PodSetDemand) -> list[str]:
     """Where the PodSet's quota usage comes from: the rules/admission.yaml entries its requests went through."""
     from gpustack_render.explain.base import show_path
     from gpustack_render.rules.admission import entries_used
-    if rules is None:
-        return []
     return [show_path(rules.origins.get(e, e)) for e in entries_used(podset.per_pod, rules.admission)]
 
 
-def explain_workload(result: Result, entry: Entry, rules: Any = None) -> Report:
+def explain_workload(result: Result, entry: Entry, rules: Any) -> Report:
     w = entry.workload
     report = Report("Workload", w.name, w.namespace, rendered=False)
-    report.object = None
     summary = report.section("Admission (the rendered chain)")
     summary.add(f"queue {w.queue} -> ClusterQueue {entry.cluster_queue or '-'}; priority {w.priority}")
     summary.add(f"outcome {entry.outcome}: {entry.reason}")

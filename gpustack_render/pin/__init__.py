@@ -16,8 +16,7 @@ from gpustack_render.k8s import valid_qualified_name
 from gpustack_render.pin.workloads import REQUIRED, WorkloadInput
 from gpustack_render.rules import Rules
 from gpustack_render.snapshot import Snapshot
-
-KUEUE_GROUP = "kueue.x-k8s.io"
+from gpustack_render.snapshot.workload_model import GROUP as KUEUE_GROUP
 
 Op = dict[str, Any]
 Requirement = dict[str, Any]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from gpustack_render.pin.demand import Container, Demand, ResourceClassifier, podset_demand
-from gpustack_render.snapshot import RAW_ONLY_KINDS, inputs
+from gpustack_render.snapshot import snapshot_kinds
 from gpustack_render.snapshot.workload_model import Workload
 from gpustack_render.snapshot.workloads import WorkloadSource, read_sources, type_workloads
 
@@ -56,8 +56,7 @@ def _misplaced(found: str) -> str:
 
 def read_workloads(paths: Iterable[str], classifier: ResourceClassifier) -> list[WorkloadInput]:
     """All Workloads of ``paths`` in input order; every problem of every document raised at once."""
-    snapshot_kinds = frozenset(inputs.models(classifier.worker_group)) | RAW_ONLY_KINDS
-    read = read_sources(paths, "pin", snapshot_kinds, _misplaced)
+    read = read_sources(paths, "pin", snapshot_kinds(classifier.worker_group), _misplaced)
     objs: list[dict[str, Any]] = [_unshared(source.obj) for source in read]  # (files give plain data)
     typed = type_workloads([WorkloadSource(obj, s.file) for obj, s in zip(objs, read)], status=False,
                            require_queue=False)

@@ -30,6 +30,12 @@ RAW_ONLY_KINDS = frozenset({("nfd.k8s-sigs.io", "NodeFeature"), ("kueue.x-k8s.io
                             ("apiextensions.k8s.io", "CustomResourceDefinition")})
 
 
+def snapshot_kinds(worker_group: str) -> frozenset[tuple[str, str]]:
+    """Every (API group, kind) a snapshot reads, typed or raw: a Workload path (``pin``, ``admit
+    --workloads``) holding only these was meant as a snapshot path."""
+    return frozenset(inputs.models(worker_group)) | RAW_ONLY_KINDS
+
+
 @dataclass
 class Snapshot:
     nodes: dict[str, inputs.Node] = field(default_factory=dict)
