@@ -241,6 +241,9 @@ class Actions:
         assert real, "the gpustack-render console script is not installed in the venv"
         _write_executable(self.bin / "gpustack-render",
                           f'#!/bin/sh\nif [ "$1" = snapshot ]; then exec "{self.stub}/snapshot.py" "$@"; fi\n'
+                          # a bug of ours in the guard run (exit 3), when a test asks for one
+                          f'case " $* " in *" --guard-removals "*) if [ -e "{self.stub}/guard-crashes" ]; then\n'
+                          f'  echo "gpustack-render: internal error (a bug): please report it" >&2; exit 3; fi;; esac\n'
                           f'exec "{real}" "$@"\n')
 
     # the GitOps repository ------------------------------------------------------------------------
@@ -819,3 +822,21 @@ def test_a_max_removals_variable_that_is_no_number_fails_even_with_the_label(act
     assert not run.ok and run.failed_step == "Removal guard" and wanted in run.output("Removal guard"), run.log()
     actions.variables["GPUSTACK_RENDER_MAX_REMOVALS"] = "10"
     assert_ok(actions.run("pull-request", Event("pull_request", pr_number=5)))
+
+
+def test_a_crash_of_the_removal_guard_is_never_let_through_by_the_label(actions: Actions) -> None:
+    """The guard's refusal is exit 2; an exit 3 (a bug of ours) is not a refusal, so neither the
+    label nor the allow-removals input lets it through: the job fails with the tool's own line."""
+    actions.commit("gpustack: snapshot and rules", gitops_repo(demo_snapshot()))
+    assert_ok(actions.run("render", Event("push")))
+    actions.commit("gpustack: a note", lambda work: (work / "gpustack" / "NOTES.md").write_text("note\n", encoding="utf-8"),
+                   branch="pr-6")
+    (actions.stub / "guard-crashes").touch()
+    run = actions.run("pull-request", Event("pull_request", pr_number=6, pr_labels=(ALLOW_LABEL,)))
+    assert not run.ok and run.failed_step == "Diff against the committed render", run.log()
+    assert "internal error" in run.output("Diff against the committed render")
+    run = actions.run("render", Event("workflow_dispatch", inputs={"snapshot": False, "allow-removals": True}))
+    assert not run.ok and run.failed_step == "Removal guard", run.log()
+    assert "internal error" in run.output("Removal guard") and "allowed" not in run.output("Removal guard")
+    (actions.stub / "guard-crashes").unlink()
+    assert_ok(actions.run("pull-request", Event("pull_request", pr_number=6)))
