@@ -5,11 +5,12 @@ JSON is built first; text and markdown read only it, so the three never disagree
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from gpustack_render.admit.chain import quantity_text
 from gpustack_render.admit.engine import Entry, Result, mode_name
 from gpustack_render.admit.model import KEPT
+from gpustack_render.tables import kubectl_lines, markdown_cell
 
 Doc = dict[str, Any]
 
@@ -82,11 +83,6 @@ def _nodes(doc: Mapping[str, Any]) -> str:
     return ",".join(f"{n}" if c == 1 else f"{n}({c})" for n, c in sorted(counts.items())) or "-"
 
 
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["   ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
-
-
 def _usage_lines(doc: Doc) -> list[str]:
     lines = []
     for queue in doc["queues"]:
@@ -103,20 +99,16 @@ def text(doc: Doc) -> str:
     for w in doc["workloads"]:
         rows.append([w["namespace"], w["name"], w["clusterQueue"] or "-", str(w["priority"]), w["outcome"],
                      _flavors(w), _nodes(w), (f"evicted: {w['evicted']}; " if w["evicted"] else "") + w["reason"]])
-    lines = _table(rows) if len(rows) > 1 else ["No Workloads."]
+    lines = kubectl_lines(rows) if len(rows) > 1 else ["No Workloads."]
     return "\n".join(lines + [""] + _usage_lines(doc)) + "\n"
 
 
 def _compare_text(doc: Doc) -> str:
     rows = [["NAMESPACE", "NAME", "LIVE", "RENDERED", "WHY"]]
     rows += [[c["namespace"], c["name"], c["live"] or "-", c["rendered"] or "-", c["why"]] for c in doc["changed"]]
-    lines = _table(rows) if len(rows) > 1 else ["No Workload's outcome changes."]
+    lines = kubectl_lines(rows) if len(rows) > 1 else ["No Workload's outcome changes."]
     return "\n".join(lines + ["", "live:"] + _usage_lines(doc["live"]) + ["", "rendered:"]
                      + _usage_lines(doc["rendered"])) + "\n"
-
-
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(doc: Doc, limit: int | None = None, heading: str = "### Admission preview") -> str:
@@ -129,7 +121,7 @@ def markdown(doc: Doc, limit: int | None = None, heading: str = "### Admission p
     else:
         head += [f"{len(changed)} Workload(s) change outcome:", "",
                  "| Workload | Live | Rendered | Why |", "|---|---|---|---|"]
-    rows = [f"| `{c['namespace']}/{c['name']}` | {c['live'] or '-'} | {c['rendered'] or '-'} | {_cell(c['why'])} |"
+    rows = [f"| `{c['namespace']}/{c['name']}` | {c['live'] or '-'} | {c['rendered'] or '-'} | {markdown_cell(c['why'])} |"
             for c in changed]
     usage = ["", "| ClusterQueue | Flavor | Resource | Used before → after | Nominal before → after |",
              "|---|---|---|---|---|"]

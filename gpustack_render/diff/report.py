@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from gpustack_render.diff import Change, summarise
+from gpustack_render.tables import markdown_cell
 from gpustack_render.yamlio import dump_json, dump_yaml
 
 if TYPE_CHECKING:  # only named here: a diff without a markdown pool table never imports them
@@ -81,19 +82,14 @@ def _fence(text: str) -> str:
 
 
 def _code(text: str) -> str:
-    return f"`{_cell(text).replace('`', chr(39))}`"
-
-
-def _cell(text: str) -> str:
-    """Text that cannot break a table row: no pipe (escaped, also inside code), no newline."""
-    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return f"`{markdown_cell(text).replace('`', chr(39))}`"
 
 
 def _pair(before: str | None, after: str | None) -> str:
     """``before → after``, or the one value when it stays; ``—`` for a side without the pool."""
     if before is not None and before == after:
-        return _cell(before)
-    return _cell(f"{before or '—'} → {after or '—'}")
+        return markdown_cell(before)
+    return markdown_cell(f"{before or '—'} → {after or '—'}")
 
 
 def _flavors_cell(before: PoolSide | None, after: PoolSide | None) -> str:
@@ -178,7 +174,7 @@ def markdown_report(changes: Sequence[Change], extras: ReportExtras | None = Non
         return f"{HEADING}\n\nNo differences.\n" + ("\n" + tail if tail else "")
     out = [f"{HEADING}\n\n**{summarise(changes).text()}**\n\n"]
     if extras.warnings:
-        out.append("> " + "\n>\n> ".join(f"**Warning:** {_cell(w)}" for w in extras.warnings) + "\n\n")
+        out.append("> " + "\n>\n> ".join(f"**Warning:** {markdown_cell(w)}" for w in extras.warnings) + "\n\n")
     pools_cut = 0
     if extras.pools is not None and any(row.change for row in extras.pools.rows):
         section, pools_cut = _pool_section(extras.pools)

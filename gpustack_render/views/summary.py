@@ -16,6 +16,7 @@ from gpustack_render.evaluate.chain import flavor_selector
 from gpustack_render.evaluate.flavors import flavor_fields
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
 from gpustack_render.k8s import format_decimal_si
+from gpustack_render.tables import kubectl_lines
 from gpustack_render.views.graph import ACTIVE_STOP_POLICY, queue_quota
 
 NONE = "<none>"        # kubectl's text for an empty cell
@@ -220,8 +221,7 @@ def format_table(rows: Sequence[PoolSummary], wide: bool = False) -> str:
     if not rows:
         return ""
     table = [list(WIDE_COLUMNS if wide else COLUMNS)] + [_cells(r, wide) for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    return "".join("   ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() + "\n" for line in table)
+    return "".join(line + "\n" for line in kubectl_lines(table))
 
 
 def as_json(rows: Sequence[PoolSummary]) -> dict[str, Any]:
