@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from gpustack_render.errors import UserError
 from gpustack_render.pin import QueueChain, merge_into, pin_keys, pin_workload, requirements
 from gpustack_render.pin.demand import (EXCLUSIVE, INT32_MAX, SHARED_CARDS, SLICED_CARD, SLICED_UNITS, Demand,
-                                        ResourceClassifier, merge_resources, podset_demand)
+                                        Container, ResourceClassifier, podset_demand)
 from gpustack_render.pin.workloads import read_workloads
 from gpustack_render.rules import load_rules
+from gpustack_render.snapshot import workload_model
 
 RULES = load_rules()
 CLASSIFIER = ResourceClassifier(RULES)
@@ -104,9 +105,7 @@ def _container(limits: dict[str, Any] | None = None, requests: dict[str, Any] | 
 
 
 def demand(*containers: dict[str, Any]) -> Demand:
-    problems: list[tuple[str, Any]] = []
-    parsed = [merge_resources(c, ("c", i), lambda m, loc: problems.append((m, loc))) for i, c in enumerate(containers)]
-    assert not problems
+    parsed = [Container(("c", i), workload_model.decode_container(c).requests) for i, c in enumerate(containers)]
     return podset_demand(parsed, CLASSIFIER)
 
 

@@ -15,7 +15,8 @@ from gpustack_render.k8s import QuantityError, format_binary_si, format_decimal_
 from gpustack_render.rules.admission import CPU, kueue_value as resource_value
 from gpustack_render.snapshot.workload_model import GROUP as KUEUE_GROUP
 
-HOLD_POLICIES = frozenset({"Hold", "HoldAndDrain"})
+HOLD_AND_DRAIN = "HoldAndDrain"  # evicts what the queue holds; plain Hold only stops new admissions
+HOLD_POLICIES = frozenset({"Hold", HOLD_AND_DRAIN})
 # Kubernetes' byte-sized resources, which Kueue prints in BinarySI (pkg/resources ResourceQuantity).
 BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
 BINARY_PREFIX = "hugepages-"

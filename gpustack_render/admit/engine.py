@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from heapq import merge
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from gpustack_render.admit.chain import quantity_text
+from gpustack_render.admit.chain import HOLD_AND_DRAIN, quantity_text
 from gpustack_render.admit.model import (ADMITTED, EVICTED, FIT, KEPT, MODE_NAMES, NO_CANDIDATES, NO_FIT, NOT_TRIED,
                                          PENDING,
                                          PREEMPT, PREEMPT_MODE, PREEMPTED, QUOTA_RESERVED, REQUIRED, Chain, Cluster,
@@ -23,7 +23,6 @@ from gpustack_render.admit.nodes import Nodes, Room, podset_room, taint_text, un
 LOWER_PRIORITY = "LowerPriority"
 MAY_STOP = "MayStopSearch"
 STRICT_FIFO = "StrictFIFO"
-HOLD_AND_DRAIN = "HoldAndDrain"
 
 Usage = dict[tuple[str, str], int]  # (flavor, resource) → amount
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import Sequence
 
 from gpustack_render.rules import Rules
-from gpustack_render.snapshot import workload_model
 
 INT32_MAX = 2147483647  # Kubernetes int32: U and N are clamped to 0…INT32_MAX
 
@@ -77,7 +76,6 @@ def clamp(value: Fraction) -> int:
 
 
 Loc = tuple[str | int, ...]
-Report = Callable[[str, Loc], None]  # (message, location inside the object) → a recorded problem
 
 
 @dataclass(frozen=True)
@@ -86,17 +84,6 @@ class Container:
 
     loc: Loc  # e.g. ("spec", "podSets", 0, "template", "spec", "containers", 1)
     resources: dict[str, Fraction]
-
-
-def merge_resources(container: Mapping[str, Any], loc: Loc, report: Report) -> Container:
-    """One container's requests (a limit standing for a missing request), typed by the Workload
-    model (snapshot/workload_model.py); a problem goes to ``report`` under ``loc``."""
-    try:
-        typed = workload_model.decode_container(container)
-    except workload_model.DecodeError as err:
-        report(err.message, loc + err.loc)
-        return Container(loc, {})
-    return Container(loc, typed.requests)
 
 
 def podset_demand(containers: Sequence[Container], classifier: ResourceClassifier) -> Demand:
