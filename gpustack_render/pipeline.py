@@ -71,10 +71,10 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
     flavor, queue and NodeFeature of the cluster."""
     with stage("rules"):
         rules = load_rules(rules_dir)
-    overrides = parse_overrides(sets, rules.setting_defaults)
+    overrides = parse_overrides(sets, rules.settings.defaults)
     with stage("snapshot"):
-        snapshot = load_snapshot(snapshot_paths, rules.settings_source, rules.vocabulary.workerApiGroup)
-    settings = effective_settings(rules.setting_defaults, snapshot.settings, snapshot.settings_origin, overrides)
+        snapshot = load_snapshot(snapshot_paths, rules.settings.source, rules.vocabulary.workerApiGroup)
+    settings = effective_settings(rules.settings.defaults, snapshot.settings, snapshot.settings_origin, overrides)
     ctx = Context(rules, snapshot, settings, paths=tuple(snapshot_paths))
     for file in snapshot.unused_files:
         ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
@@ -136,8 +136,8 @@ def node_patches(ctx: Context) -> list[dict[str, Any]]:
 def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, str]]:
     """Where each effective setting of ``ctx`` came from: default, the snapshot object, or ``--set``."""
     from gpustack_render.rules.settings import setting_sources as sources
-    overrides = parse_overrides(sets, ctx.rules.setting_defaults)
-    return sources(ctx.rules.setting_defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
+    overrides = parse_overrides(sets, ctx.rules.settings.defaults)
+    return sources(ctx.rules.settings.defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
 
 
 def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | None, strict: bool,
