@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog
@@ -14,6 +14,9 @@ from gpustack_render.rules import Rules, load_rules
 from gpustack_render.rules.settings import effective_settings, parse_overrides
 from gpustack_render.snapshot import Snapshot, load_snapshot
 from gpustack_render.timing import stage
+
+if TYPE_CHECKING:
+    from gpustack_render.admit.command import AdmitRequest, AdmitRun
 
 
 @dataclass
@@ -205,3 +208,14 @@ def admit_preview(ctx: Context, workload_paths: Sequence[str], chain: str, reser
     return run_preview(ctx, workload_paths, chain, reserve,
                        lambda: rendered if rendered is not None else render_objects(ctx, templates_dir),
                        lambda: fit_node_labels(ctx, converged=True))
+
+
+def admit_command(request: AdmitRequest, state: dict[str, Any]) -> AdmitRun:
+    """``admit`` from its options' values to its output text, notes and exit code, for the CLI and
+    the in-process case runner alike. The prepared context goes under ``state["ctx"]``, as every
+    command body keeps it, so the error handler still shows its warnings when a run stops on bad input."""
+    from gpustack_render.admit.command import check_inputs, outcome
+    amounts = check_inputs(request)
+    # (nothing is applied: a snapshot without Nodes just places no Pods, so no --allow-empty guard)
+    ctx = state["ctx"] = prepare(request.snapshot, request.sets, request.rules_dir, allow_empty=True)
+    return outcome(admit_preview(ctx, request.workloads, request.chain, amounts, request.templates_dir), request)
