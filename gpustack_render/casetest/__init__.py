@@ -68,7 +68,7 @@ Semantics (shared by the pytest driver and ``gpustack-render test``):
   field it names, no other; :mod:`.admission`); Workload entries (and ``changed`` entries) are
   matched by (namespace, name), queues by name, and each is compared whole, field by field and
   type-strict, as objects are (missing, extra and changed entries reported). ``admit`` runs in
-  process through the CLI's own entry point (the pipeline has no single call for it); ``expect:``
+  process through the command body the CLI runs (``pipeline.admit_command``); ``expect:``
   does not apply to it;
 * goldens are rewritten (``update=True``) only from a run whose exit code is the expected one; the
   rest of the checks still run, so an update never hides a wrong exit code or missing diagnostics.
