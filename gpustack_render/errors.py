@@ -136,6 +136,10 @@ def warning_text(text: str) -> str:
     return f"{PROG}: warning: {text}"
 
 
+def note_text(text: str) -> str:
+    return f"{PROG}: note: {text}"
+
+
 def flush(diag: Diagnostics | None, warn: Callable[[str], None]) -> None:
     for warning in diag.warnings if diag else []:
         warn(warning)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from gpustack_render.errors import Diagnostics, UserError
 from gpustack_render.evaluate.build import Evaluation, evaluate, evaluate_catalog
@@ -14,6 +14,9 @@ from gpustack_render.rules import Rules, load_rules
 from gpustack_render.rules.settings import effective_settings, parse_overrides
 from gpustack_render.snapshot import Snapshot, load_snapshot
 from gpustack_render.timing import stage
+
+if TYPE_CHECKING:
+    from gpustack_render.admit.command import AdmitRequest, AdmitRun
 
 
 @dataclass
@@ -71,10 +74,10 @@ def prepare(snapshot_paths: Sequence[str], sets: Sequence[str], rules_dir: Path 
     flavor, queue and NodeFeature of the cluster."""
     with stage("rules"):
         rules = load_rules(rules_dir)
-    overrides = parse_overrides(sets, rules.setting_defaults)
+    overrides = parse_overrides(sets, rules.settings.defaults)
     with stage("snapshot"):
-        snapshot = load_snapshot(snapshot_paths, rules.settings_source, rules.vocabulary.workerApiGroup)
-    settings = effective_settings(rules.setting_defaults, snapshot.settings, snapshot.settings_origin, overrides)
+        snapshot = load_snapshot(snapshot_paths, rules.settings.source, rules.vocabulary.workerApiGroup)
+    settings = effective_settings(rules.settings.defaults, snapshot.settings, snapshot.settings_origin, overrides)
     ctx = Context(rules, snapshot, settings, paths=tuple(snapshot_paths))
     for file in snapshot.unused_files:
         ctx.diagnostics.warn(f"{file}: holds no object gpustack-render reads (Node, Devices, Namespace, "
@@ -136,8 +139,8 @@ def node_patches(ctx: Context) -> list[dict[str, Any]]:
 def setting_sources(ctx: Context, sets: Sequence[str]) -> dict[str, tuple[str, str]]:
     """Where each effective setting of ``ctx`` came from: default, the snapshot object, or ``--set``."""
     from gpustack_render.rules.settings import setting_sources as sources
-    overrides = parse_overrides(sets, ctx.rules.setting_defaults)
-    return sources(ctx.rules.setting_defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
+    overrides = parse_overrides(sets, ctx.rules.settings.defaults)
+    return sources(ctx.rules.settings.defaults, ctx.snapshot.settings, ctx.snapshot.settings_origin, overrides)
 
 
 def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | None, strict: bool,
@@ -205,3 +208,14 @@ def admit_preview(ctx: Context, workload_paths: Sequence[str], chain: str, reser
     return run_preview(ctx, workload_paths, chain, reserve,
                        lambda: rendered if rendered is not None else render_objects(ctx, templates_dir),
                        lambda: fit_node_labels(ctx, converged=True))
+
+
+def admit_command(request: AdmitRequest, state: dict[str, Any]) -> AdmitRun:
+    """``admit`` from its options' values to its output text, notes and exit code, for the CLI and
+    the in-process case runner alike. The prepared context goes under ``state["ctx"]``, as every
+    command body keeps it, so the error handler still shows its warnings when a run stops on bad input."""
+    from gpustack_render.admit.command import check_inputs, outcome
+    amounts = check_inputs(request)
+    # (nothing is applied: a snapshot without Nodes just places no Pods, so no --allow-empty guard)
+    ctx = state["ctx"] = prepare(request.snapshot, request.sets, request.rules_dir, allow_empty=True)
+    return outcome(admit_preview(ctx, request.workloads, request.chain, amounts, request.templates_dir), request)

@@ -17,16 +17,16 @@ from gpustack_render.rules.admission import AdmissionRule, Transformation, quota
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = load_rules(None)
-M = RULES.units_per_accelerator
+M = RULES.manufacturers.units_per_accelerator
 F = Fraction
 
 
 def test_defaults_derived_for_every_manufacturer() -> None:
     table = RULES.admission.transformations
     assert RULES.admission.strategy == "IgnoreUndeclared" and not RULES.admission.strict
-    for manufacturer in RULES.manufacturers.values():
+    for manufacturer in RULES.manufacturers.by_name.values():
         base = manufacturer.resource_base
-        credits = RULES.quota_accelerated.resource.render({"manufacturer": manufacturer.name})
+        credits = RULES.queues.quota_accelerated.resource.render({"manufacturer": manufacturer.name})
         assert table[base] == Transformation(base, "Replace", {credits: M}, None, "Admission:transformations.0")
         assert table[f"{base}.shared"].outputs == {credits: M // 10}
         assert (table[f"{base}.sliced.units"].outputs, table[f"{base}.sliced.units"].multiply_by) == \
@@ -34,7 +34,7 @@ def test_defaults_derived_for_every_manufacturer() -> None:
         for drained in ("sliced", "sliced.cores-percentage", "sliced.memory-percentage", "sliced.memory-mib"):
             assert (table[f"{base}.{drained}"].outputs, table[f"{base}.{drained}"].strategy) == ({}, "Replace")
         assert f"{base}.partitioned.units" not in table  # counts as itself
-    assert len(RULES.admission.credits) == len(RULES.manufacturers)
+    assert len(RULES.admission.credits) == len(RULES.manufacturers.by_name)
 
 
 G = "nvidia.com/gpu"

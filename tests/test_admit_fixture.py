@@ -42,7 +42,7 @@ def test_render_ignores_workloads_even_a_bad_one() -> None:
 
 def test_workloads_read() -> None:
     rules = load_rules(None)
-    snap = load_snapshot([CLUSTER], rules.settings_source, rules.vocabulary.workerApiGroup)
+    snap = load_snapshot([CLUSTER], rules.settings.source, rules.vocabulary.workerApiGroup)
     workloads = snapshot_workloads(snap)
     assert len(workloads) == 8
     assert sorted(w.ref for w in workloads if w.holds_quota) == ["default/cpu-web", "team-a/t4-batch-low",

@@ -151,9 +151,10 @@ def test_admit_argv(tmp_path: Path) -> None:
     argv = casetest.command_argv(case, tmp_path, python="gpustack-render")
     assert argv == ["gpustack-render", "admit", "snap.yaml", "--set", "a=b", "--chain", "compare",
                     "--workloads", "wl.yaml", "--reserve", "cpu=1", "--reserve", "memory=1Gi", "--format", "json"]
-    moved = casetest._cli_args(argv, lambda p: "X/" + p)
-    assert moved == ["admit", "X/snap.yaml", "--set", "a=b", "--chain", "compare", "--workloads", "X/wl.yaml",
-                     "--reserve", "cpu=1", "--reserve", "memory=1Gi", "--format", "json"]
+    parsed = casetest._parse_argv(argv)  # what the in-process runner hands to admit
+    assert (parsed.command, parsed.snapshots, parsed.sets, parsed.chain, parsed.workloads, parsed.reserve,
+            parsed.fmt, parsed.rules) == ("admit", ["snap.yaml"], ["a=b"], "compare", ["wl.yaml"],
+                                          ["cpu=1", "memory=1Gi"], "json", None)
 
 
 def _golden(tmp_path: Path, doc: Any) -> None:
@@ -205,8 +206,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("name", ["admit-preempt-stops-search", "admit-reserve", "admit-compare-exit-1", "admit-bad-input"])
 def test_admit_case_in_process_equals_the_child_process(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``admit`` runs in process through the CLI's entry point: the same exit code, stdout and stderr
-    as ``python -m gpustack_render admit ...`` in a child process."""
+    """``admit`` runs in process through the command body the CLI runs (``pipeline.admit_command``):
+    the same exit code, stdout and stderr as ``python -m gpustack_render admit ...`` in a child process."""
     case_dir = REPO / "fixtures" / "cases" / name
     assert (case_dir / casetest.CASE_FILE).is_file(), f"{case_dir}: admit smoke case missing"
     monkeypatch.chdir(REPO)

@@ -243,7 +243,7 @@ def test_queue_decisions_are_the_recorded_ones(label: str) -> None:
 def test_topology_levels_come_from_the_rules_or_the_snapshot() -> None:
     ctx = _context("topology-snapshot")
     profiles = {f.topology_name: f.profile for f in ctx.evaluation.plan.flavors}
-    configured = list(ctx.rules.topology_levels)
+    configured = list(ctx.rules.topology.levels)
     sources = set()
     for topology in ctx.evaluation.plan.topologies:
         report = _report("topology-snapshot", f"Topology/{topology.name}")

@@ -54,19 +54,24 @@ def _spy(seen: dict[str, list[dict[str, Any]]], scope: str, fn: Callable[..., bo
 
 def spied_rules(rules: Rules, seen: dict[str, list[dict[str, Any]]]) -> Rules:
     """The rules with every compiled condition recording the facts it is given, by scope."""
-    cpu, accel = rules.flavor_cpu, rules.flavor_accelerated
-    return msgspec.structs.replace(  # Rules is frozen: a spied copy
+    cpu, accel = rules.grouping.flavor_cpu, rules.grouping.flavor_accelerated
+    replace = msgspec.structs.replace  # Rules and its records are frozen: a spied copy
+    return replace(
         rules,
-        managed_stamp_when=_spy(seen, "node", rules.managed_stamp_when),
-        cpu_only_when=_spy(seen, "node", rules.cpu_only_when),
-        flavor_cpu=msgspec.structs.replace(cpu, contributes=_spy(seen, "flavor", cpu.contributes),
-                                       pin_cpu_only=cpu.pin_cpu_only and _spy(seen, "flavor", cpu.pin_cpu_only)),
-        flavor_accelerated=msgspec.structs.replace(accel, contributes=_spy(seen, "accelerator", accel.contributes)),
-        admission_checks=tuple(msgspec.structs.replace(a, when=_spy(seen, "queue", a.when)) for a in rules.admission_checks),
-        lifecycle=tuple(msgspec.structs.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle),
-        lifecycle_save=tuple(msgspec.structs.replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle_save),
-        lifecycle_warnings=tuple(msgspec.structs.replace(r, when=_spy(seen, "lifecycle", r.when))
-                                 for r in rules.lifecycle_warnings))
+        grouping=replace(
+            rules.grouping,
+            managed_stamp_when=_spy(seen, "node", rules.grouping.managed_stamp_when),
+            cpu_only_when=_spy(seen, "node", rules.grouping.cpu_only_when),
+            flavor_cpu=replace(cpu, contributes=_spy(seen, "flavor", cpu.contributes),
+                               pin_cpu_only=cpu.pin_cpu_only and _spy(seen, "flavor", cpu.pin_cpu_only)),
+            flavor_accelerated=replace(accel, contributes=_spy(seen, "accelerator", accel.contributes))),
+        queues=replace(rules.queues, admission_checks=tuple(
+            replace(a, when=_spy(seen, "queue", a.when)) for a in rules.queues.admission_checks)),
+        lifecycle=replace(
+            rules.lifecycle,
+            stop_policy=tuple(replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle.stop_policy),
+            save=tuple(replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle.save),
+            warnings=tuple(replace(r, when=_spy(seen, "lifecycle", r.when)) for r in rules.lifecycle.warnings)))
 
 
 def test_every_scope_gets_exactly_its_declared_facts_of_their_declared_types(monkeypatch: pytest.MonkeyPatch) -> None:

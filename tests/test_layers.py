@@ -28,10 +28,6 @@ LAYERS: list[set[str]] = [
     {"__main__"},
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-# The one edge still open: the in-process case runner runs ``admit`` through the CLI's own entry point
-# (the same option parsing and usage errors as the child process). Listed, not hidden: the test fails
-# once it is gone, so the exemption goes with it.
-OPEN_EDGES = {"gpustack_render.casetest -> gpustack_render.cli"}
 
 
 def unit_of(module: str) -> str:
@@ -118,27 +114,17 @@ def cycles(edges: dict[tuple[str, str], list[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def without_open(edges: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], list[str]]:
-    kept = {edge: [line for line in lines if line not in OPEN_EDGES] for edge, lines in edges.items()}
-    return {edge: lines for edge, lines in kept.items() if lines}
-
-
 def test_every_unit_has_a_layer() -> None:
     units = {unit_of(module_name(path)) for path in PACKAGE.rglob("*.py")}
     assert units - set(RANK) == set(), "a new unit needs its place in LAYERS"
 
 
 def test_no_import_against_the_pipeline() -> None:
-    assert backward(without_open(unit_edges())) == []
+    assert backward(unit_edges()) == []
 
 
 def test_no_import_cycle() -> None:
-    assert cycles(without_open(unit_edges())) == []
-
-
-def test_the_open_edges_are_still_there() -> None:
-    lines = {line for found in unit_edges().values() for line in found}
-    assert OPEN_EDGES <= lines, "an open edge is closed: remove it from OPEN_EDGES"
+    assert cycles(unit_edges()) == []
 
 
 def test_the_walk_sees_function_level_and_relative_imports(tmp_path: Path) -> None:

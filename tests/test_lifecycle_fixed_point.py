@@ -276,8 +276,8 @@ class Render:
         ctx = pipeline.prepare([str(path)], sets, None, allow_empty=True)
         self.objects = pipeline.render_objects(ctx, None)
         self.warnings = list(ctx.diagnostics.warnings)
-        self.levels = list(ctx.rules.topology_levels)
-        lifecycle_rules = {rule.name for rule in ctx.rules.lifecycle}
+        self.levels = list(ctx.rules.topology.levels)
+        lifecycle_rules = {rule.name for rule in ctx.rules.lifecycle.stop_policy}
         assert RENDERER_HOLDS <= lifecycle_rules, f"lifecycle rules renamed? {sorted(lifecycle_rules)}"
         self.rule_of: dict[str, str] = {}
         records = ctx.records  # the recording evaluation: the lifecycle rule that decided each stopPolicy

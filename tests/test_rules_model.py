@@ -65,7 +65,7 @@ def test_the_walk_reaches_the_compiled_kinds(rules: Rules) -> None:
     paths = {path for path, _ in _walk(rules, "Rules", set())}
     for wanted in ("Rules.naming.displayNameMaxLength", "Rules.normalisation.gKey.manufacturer.label",
                    "Rules.presets.cpuPool.cpu", "Rules.vocabulary.queueType.key", "Rules.diff.owned.namePrefixes",
-                   "Rules.fit_populations.slicedMaxFreeUnits"):
+                   "Rules.capacity.fit_populations.slicedMaxFreeUnits"):
         assert wanted in paths
     assert any(path.startswith("Rules.normalisation.normalizeName.cruft[") for path in paths)
     assert any(path.startswith("Rules.conditions[") for path in paths)
@@ -94,5 +94,5 @@ def test_conditions_keep_what_explain_shows(rules: Rules) -> None:
     assert rules.verdict("Queues:admissionChecks.999.when")({}, {}).value is True
     entry = "Grouping:aware"
     assert entry in rules.conditions
-    settings = dict(rules.setting_defaults)
+    settings = dict(rules.settings.defaults)
     assert rules.verdict(entry)({}, settings).value == rules.is_aware(settings)

@@ -117,7 +117,7 @@ def _builder() -> "FlavorBuilder":
     from gpustack_render.evaluate.flavors import FlavorBuilder
     from gpustack_render.rules import load_rules
     rules = load_rules(None)
-    return FlavorBuilder(rules, dict(rules.setting_defaults), Diagnostics())
+    return FlavorBuilder(rules, dict(rules.settings.defaults), Diagnostics())
 
 
 def test_flavor_names_are_claimed_once_per_grouping_key() -> None:

@@ -121,7 +121,7 @@ def _write(tmp_path: Path, nodes: list[dict[str, Any]]) -> str:
 
 
 def _base_labels(rules: Rules) -> dict[str, str]:
-    return {rules.managed_key: "true", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+    return {rules.grouping.managed_key: "true", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
             rules.normalisation.gKey.manufacturer.label: "Intel"}
 
 
@@ -223,10 +223,10 @@ def test_nodes_of_one_shape_agree_on_every_flavor_selector_key(generated: Path) 
 def test_owned_keys_per_key_tuple_match_the_per_key_tests() -> None:
     rules = load_rules()
     evaluator = CapacityEvaluator(rules, Diagnostics())
-    sliced = rules.fit_sliced_label.render({"aKey": "nvidia-l4"})
-    shared = rules.fit_shared_label.render({"aKey": "nvidia-l4"})
-    base = next(iter(rules.manufacturers.values())).resource_base
-    keys = [sliced, "example.com/x", shared, "x" + sliced, rules.fit_sliced_label.render({"aKey": ""}),
+    sliced = rules.capacity.fit_sliced_label.render({"aKey": "nvidia-l4"})
+    shared = rules.capacity.fit_shared_label.render({"aKey": "nvidia-l4"})
+    base = next(iter(rules.manufacturers.by_name.values())).resource_base
+    keys = [sliced, "example.com/x", shared, "x" + sliced, rules.capacity.fit_sliced_label.render({"aKey": ""}),
             base, base + ".sliced", base + ".partitioned", "cpu"]
     for mapping in ({k: "1" for k in keys}, {k: "1" for k in reversed(keys)}, {}):
         assert evaluator.owned_keys(mapping, False) == tuple(k for k in mapping if evaluator.owns_label(k))
@@ -260,13 +260,13 @@ def _reference_fit_labels(rules: Rules, devices: inputs.Devices) -> dict[str, st
             full = logical(card) and row.allocatedSlices >= card.status.logicalSliced.count  # type: ignore[union-attr]
             return 0 if full else row.remaining
 
-        sliced = [free(r, c) for r, c in members if member(c, rules.fit_populations.slicedMaxFreeUnits)]
-        shared = [r for r, c in members if member(c, rules.fit_populations.sharedFreeCards)]
+        sliced = [free(r, c) for r, c in members if member(c, rules.capacity.fit_populations.slicedMaxFreeUnits)]
+        shared = [r for r, c in members if member(c, rules.capacity.fit_populations.sharedFreeCards)]
         if sliced:
-            out[rules.fit_sliced_label.render({"aKey": akey})] = str(max(sliced))
+            out[rules.capacity.fit_sliced_label.render({"aKey": akey})] = str(max(sliced))
         if shared:
-            out[rules.fit_shared_label.render({"aKey": akey})] = str(
-                sum(r.mode in rules.shared_modes and r.remaining >= rules.share_units for r in shared))
+            out[rules.capacity.fit_shared_label.render({"aKey": akey})] = str(
+                sum(r.mode in rules.capacity.shared_modes and r.remaining >= rules.capacity.share_units for r in shared))
     return out
 
 
@@ -280,7 +280,7 @@ CARD_STATUS = CARD_KINDS.one_of(
     both=st.builds(lambda n, p: {"logicalSliced": {"count": n}, "physicalSliced": {"count": p}},
                    st.integers(0, 3), st.integers(0, 2)))
 IDS = st.sampled_from(["c0", "c1", "c2", "c3"])
-SHARE, FULL = load_rules().share_units, load_rules().units_per_accelerator  # the boundaries of "free"
+SHARE, FULL = load_rules().capacity.share_units, load_rules().manufacturers.units_per_accelerator  # the boundaries of "free"
 ROW = st.builds(lambda i, mode, remaining, slices: {"id": i, "mode": mode, "remaining": remaining,
                                                     "allocatedSlices": slices},
                 IDS, st.integers(0, 5), st.sampled_from(sorted({0, 1, SHARE - 1, SHARE, SHARE + 1, FULL})),
@@ -301,8 +301,8 @@ def devices_objects(draw: Any) -> dict[str, Any]:
 
 
 RULES_VARIANTS = {population: msgspec.structs.replace(  # the compiled rules are frozen msgspec Structs
-    load_rules(), fit_populations=msgspec.structs.replace(load_rules().fit_populations, slicedMaxFreeUnits=population,
-                                                      sharedFreeCards=other))
+    load_rules(), capacity=msgspec.structs.replace(load_rules().capacity, fit_populations=msgspec.structs.replace(
+        load_rules().capacity.fit_populations, slicedMaxFreeUnits=population, sharedFreeCards=other)))
     for population, other in (("logical", "wholeCard"), ("wholeCard", "logical"))}
 
 

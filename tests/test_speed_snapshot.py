@@ -29,13 +29,13 @@ from gpustack_render.snapshot import fastjson, inputs, load_snapshot
 
 RULES = load_rules(None)
 WORKER_GROUP = RULES.vocabulary.workerApiGroup
-SETTINGS_NS, SETTINGS_NAME = RULES.settings_source
+SETTINGS_NS, SETTINGS_NAME = RULES.settings.source
 
 
 def _load(paths: list[str]) -> Any:
     """The Snapshot, or the exact error text."""
     try:
-        snap = load_snapshot(paths, RULES.settings_source, WORKER_GROUP)
+        snap = load_snapshot(paths, RULES.settings.source, WORKER_GROUP)
     except UserError as err:
         return ("error", str(err))
     return snap
@@ -234,7 +234,7 @@ def test_the_drawn_files_take_the_fast_path(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc), encoding="utf-8")
     items = fastjson.read_items(path.read_bytes(), fastjson.fast_models_for(inputs.models(WORKER_GROUP)))
     assert items is not None and all(isinstance(item, fastjson.TYPED) for item in items)
-    snap = load_snapshot([str(path)], RULES.settings_source, WORKER_GROUP)
+    snap = load_snapshot([str(path)], RULES.settings.source, WORKER_GROUP)
     assert isinstance(snap.nodes["n1"], inputs.FastNode)
     assert snap.nodes["n1"].status.capacity == {"cpu": Fraction(8), "memory": Fraction(64 << 30)}
     assert snap.namespaces == ["ns"] and snap.files[("Node", "n1")] == str(path)

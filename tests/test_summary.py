@@ -82,8 +82,8 @@ def expected_pools(snapshot: tuple[str, ...], sets: tuple[str, ...] = ()) -> dic
         if akeys:
             (akey,) = akeys
             entry["cards"] = sum(int(flavors[f]["metadata"]["labels"][f"{prefix}{akey}.capacity"]) for f in names)
-            shared = ctx.rules.fit_shared_label.render({"aKey": akey})
-            sliced = ctx.rules.fit_sliced_label.render({"aKey": akey})
+            shared = ctx.rules.capacity.fit_shared_label.render({"aKey": akey})
+            sliced = ctx.rules.capacity.fit_sliced_label.render({"aKey": akey})
             entry["freeCards"] = sum(int(labels[n][shared]) for n in nodes if shared in labels[n])
             entry["maxFreeSlice"] = max((int(labels[n][sliced]) for n in nodes if sliced in labels[n]), default=None)
         out[queue["metadata"]["name"]] = entry
@@ -113,7 +113,7 @@ def test_mixed_snapshot_has_busy_cards() -> None:
     pools = summary_json((MIXED,))["pools"]
     accelerated = [p for p in pools if p["acceleratable"]]
     assert any(p["freeCards"] < p["cards"] for p in accelerated)
-    units = context((MIXED,)).rules.units_per_accelerator
+    units = context((MIXED,)).rules.manufacturers.units_per_accelerator
     assert any(p["maxFreeSlice"] is not None and 0 < p["maxFreeSlice"] < units for p in accelerated)
 
 

@@ -200,31 +200,31 @@ def test_marker_changed_in_its_one_place(rules_copy: Path) -> None:
     edit(rules_copy, "lifecycle.yaml", "inactiveHold: topology.gpustack.ai/inactive-hold",
          "inactiveHold: example.com/inactive")
     rules = load_rules(rules_copy)
-    written = {key for rule in (*rules.lifecycle, *rules.lifecycle_save) for key, _ in rule.annotations}
+    written = {key for rule in (*rules.lifecycle.stop_policy, *rules.lifecycle.save) for key, _ in rule.annotations}
     assert "example.com/inactive" in written and "topology.gpustack.ai/inactive-hold" not in written
 
 
 def test_local_queue_test_follows_the_format(rules_copy: Path) -> None:
     builtin = load_rules(RULES)
-    assert builtin.local_queue_pattern is not None
-    assert builtin.local_queue_pattern.match(builtin.local_queue_name.render({"clusterQueue": "cq"}))
-    assert not builtin.local_queue_pattern.match("team-queue")
+    assert builtin.naming.local_queue_pattern is not None
+    assert builtin.naming.local_queue_pattern.match(builtin.naming.local_queue.render({"clusterQueue": "cq"}))
+    assert not builtin.naming.local_queue_pattern.match("team-queue")
     edit(rules_copy, "naming.yaml", 'localQueue: "gpustack-fnv64-{clusterQueue|fnv64a}"',
          'localQueue: "lq.{clusterQueue|fnv64a}"')
     rules = load_rules(rules_copy)
-    assert rules.local_queue_pattern is not None
-    assert rules.local_queue_pattern.match(rules.local_queue_name.render({"clusterQueue": "cq"}))
-    assert not rules.local_queue_pattern.match(builtin.local_queue_name.render({"clusterQueue": "cq"}))
-    assert not rules.local_queue_pattern.match("lqx0123")  # the format's '.' is a literal
+    assert rules.naming.local_queue_pattern is not None
+    assert rules.naming.local_queue_pattern.match(rules.naming.local_queue.render({"clusterQueue": "cq"}))
+    assert not rules.naming.local_queue_pattern.match(builtin.naming.local_queue.render({"clusterQueue": "cq"}))
+    assert not rules.naming.local_queue_pattern.match("lqx0123")  # the format's '.' is a literal
 
 
 def test_profile_format_check_follows_the_format(rules_copy: Path) -> None:
     builtin = load_rules(RULES)
-    assert builtin.profile_pattern is not None and builtin.profile_pattern.pattern == "^fnv64-[0-9a-f]{16}$"
+    assert builtin.vocabulary.profile_pattern is not None and builtin.vocabulary.profile_pattern.pattern == "^fnv64-[0-9a-f]{16}$"
     edit(rules_copy, "vocabulary.yaml", 'format: "fnv64-{levels|fnv64a}"', 'format: "tp-{levels|fnv64a}"')
     rules = load_rules(rules_copy)
-    assert rules.profile_pattern is not None and rules.profile_pattern.match("tp-0123456789abcdef")
-    assert not rules.profile_pattern.match("fnv64-0123456789abcdef")
+    assert rules.vocabulary.profile_pattern is not None and rules.vocabulary.profile_pattern.match("tp-0123456789abcdef")
+    assert not rules.vocabulary.profile_pattern.match("fnv64-0123456789abcdef")
 
 
 def test_vocabulary_file_is_required(rules_copy: Path) -> None:

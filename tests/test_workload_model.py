@@ -179,7 +179,7 @@ def test_topology_assignment_that_does_not_decode(tmp_path: Path, topology: dict
 
 def _snapshot(tmp_path: Path, *workloads: dict[str, Any]) -> Any:
     (tmp_path / "wl.yaml").write_text(yaml.safe_dump_all(list(workloads), sort_keys=False))
-    return load_snapshot(["fixtures/demo", str(tmp_path / "wl.yaml")], RULES.settings_source,
+    return load_snapshot(["fixtures/demo", str(tmp_path / "wl.yaml")], RULES.settings.source,
                          RULES.vocabulary.workerApiGroup)
 
 
@@ -257,7 +257,7 @@ def test_duplicate_workload_conflicts_when_typed_only(tmp_path: Path, suffix: st
     dump = json.dumps if suffix == "json" else yaml.safe_dump
     (tmp_path / f"other.{suffix}").write_text(dump(_wl(priority=3)))
     (tmp_path / f"wl.{suffix}").write_text(dump(_wl()))
-    snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
+    snap = load_snapshot([str(tmp_path)], RULES.settings.source, RULES.vocabulary.workerApiGroup)
     with pytest.raises(UserError) as err:
         snapshot_workloads(snap)
     (problem,) = err.value.problems
@@ -296,7 +296,7 @@ def test_json_and_yaml_snapshots_type_alike(tmp_path: Path) -> None:
     (tmp_path / "y" / "w.yaml").write_text("# a comment: not kubectl's own style\n" + yaml.safe_dump_all([good, bad]))
     results = []
     for path in (tmp_path / "w.json", tmp_path / "y" / "w.yaml"):
-        snap = load_snapshot(["fixtures/demo", str(path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
+        snap = load_snapshot(["fixtures/demo", str(path)], RULES.settings.source, RULES.vocabulary.workerApiGroup)
         kinds = {type(obj) for _, obj in snap.workloads.values()}
         with pytest.raises(UserError) as err:
             snapshot_workloads(snap)
@@ -315,7 +315,7 @@ def test_json_and_yaml_snapshots_type_alike(tmp_path: Path) -> None:
 def test_the_same_workload_in_json_and_yaml_is_one(tmp_path: Path) -> None:
     (tmp_path / "a.json").write_text(json.dumps(_wl()))
     (tmp_path / "b.yaml").write_text(yaml.safe_dump(_wl()))
-    snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup, )
+    snap = load_snapshot([str(tmp_path)], RULES.settings.source, RULES.vocabulary.workerApiGroup, )
     assert list(snap.workloads) == [("team-a", "w")]
 
 
@@ -337,7 +337,7 @@ def test_a_copy_without_namespace_is_the_default_one(tmp_path: Path) -> None:
     del bare["metadata"]["namespace"]
     (tmp_path / "a.json").write_text(json.dumps(plain))
     (tmp_path / "b.yaml").write_text(yaml.safe_dump(bare))
-    snap = load_snapshot([str(tmp_path)], RULES.settings_source, RULES.vocabulary.workerApiGroup)
+    snap = load_snapshot([str(tmp_path)], RULES.settings.source, RULES.vocabulary.workerApiGroup)
     assert list(snap.workloads) == [("default", "w")]
     with pytest.raises(UserError) as err:  # they differ (priority): not silently one or the other
         snapshot_workloads(snap)

@@ -68,7 +68,7 @@ Semantics (shared by the pytest driver and ``gpustack-render test``):
   field it names, no other; :mod:`.admission`); Workload entries (and ``changed`` entries) are
   matched by (namespace, name), queues by name, and each is compared whole, field by field and
   type-strict, as objects are (missing, extra and changed entries reported). ``admit`` runs in
-  process through the CLI's own entry point (the pipeline has no single call for it); ``expect:``
+  process through the command body the CLI runs (``pipeline.admit_command``); ``expect:``
   does not apply to it;
 * goldens are rewritten (``update=True``) only from a run whose exit code is the expected one; the
   rest of the checks still run, so an update never hides a wrong exit code or missing diagnostics.
@@ -363,29 +363,40 @@ def subprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _parse_argv(argv: Sequence[str]) -> tuple[str, list[str], list[str], str | None, str]:
-    """The argv :func:`command_argv` builds → (command, snapshots, sets, rules, format)."""
-    command, rest = _split_argv(argv)
-    snapshots: list[str] = []
-    sets: list[str] = []
+@dataclass
+class _Argv:
+    """An argv of :func:`command_argv`, parsed (``chain``, ``workloads`` and ``reserve``: ``admit`` only)."""
+    command: str
+    snapshots: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
     rules: str | None = None
-    fmt = "yaml"
+    fmt: str | None = None
+    chain: str = "rendered"
+    workloads: list[str] = field(default_factory=list)
+    reserve: list[str] = field(default_factory=list)
+
+
+_LIST_OPTIONS = {"--set": "sets", "--workloads": "workloads", "--reserve": "reserve"}
+_VALUE_OPTIONS = {"--rules": "rules", "--format": "fmt", "--chain": "chain"}
+
+
+def _parse_argv(argv: Sequence[str]) -> _Argv:
+    """The argv :func:`command_argv` builds, parsed."""
+    command, rest = _split_argv(argv)
+    parsed = _Argv(command)
     i = 0
     while i < len(rest):
         arg = rest[i]
-        if arg in ("--set", "--rules", "--format") and i + 1 < len(rest):
-            value = rest[i + 1]
-            if arg == "--set":
-                sets.append(value)
-            elif arg == "--rules":
-                rules = value
+        if (arg in _LIST_OPTIONS or arg in _VALUE_OPTIONS) and i + 1 < len(rest):
+            if arg in _LIST_OPTIONS:
+                getattr(parsed, _LIST_OPTIONS[arg]).append(rest[i + 1])
             else:
-                fmt = value
+                setattr(parsed, _VALUE_OPTIONS[arg], rest[i + 1])
             i += 2
             continue
-        snapshots.append(arg)
+        parsed.snapshots.append(arg)
         i += 1
-    return command, snapshots, sets, rules, fmt
+    return parsed
 
 
 def _split_argv(argv: Sequence[str]) -> tuple[str, list[str]]:
@@ -406,23 +417,30 @@ def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     as the CLI prints them with exit 2, and an unexpected exception is the one-line internal error
     with exit 3. Paths are taken relative to ``cwd``."""
     from gpustack_render import pipeline
+    from gpustack_render.admit.command import AdmitRequest
     from gpustack_render.emit import format_objects
-    from gpustack_render.errors import EXIT_USAGE, PROG, handle, warning_text
+    from gpustack_render.errors import EXIT_USAGE, PROG, handle, note_text, warning_text
     from gpustack_render.yamlio import dump_json, dump_yaml
 
-    command, snapshots, sets, rules, fmt = _parse_argv(argv)
+    args = _parse_argv(argv)
+    command, sets, fmt = args.command, args.sets, args.fmt or "yaml"
     here = Path.cwd().resolve() == Path(cwd).resolve()
 
     def at(path: str) -> str:
         return path if here or Path(path).is_absolute() or path == "-" else str(Path(cwd) / path)
 
-    if command == ADMIT:
-        return _cli_invoker(_cli_args(argv, at))
+    snapshots, rules = [at(p) for p in args.snapshots], Path(at(args.rules)) if args.rules else None
     err: list[str] = []
     state: dict[str, Any] = {"out": ""}
 
     def body() -> int | None:
-        ctx = state["ctx"] = pipeline.prepare([at(p) for p in snapshots], sets, Path(at(rules)) if rules else None)
+        if command == ADMIT:
+            run = pipeline.admit_command(AdmitRequest(snapshots, sets, rules, [at(p) for p in args.workloads],
+                                                      args.chain, args.reserve, args.fmt or "text"), state)
+            err.extend(note_text(note) for note in run.notes)
+            state["out"] = run.text
+            return run.exit_code
+        ctx = state["ctx"] = pipeline.prepare(snapshots, sets, rules)
         if command == "render":
             state["out"] = format_objects(pipeline.render_objects(ctx, None), fmt)
         elif command == "catalog":
@@ -441,50 +459,6 @@ def inprocess_invoker(argv: Sequence[str], cwd: Path) -> tuple[int, str, str]:
     if state.get("unknown"):
         return EXIT_USAGE, "", f"{PROG}: error: unknown command {command!r}\n"
     return code, state["out"] if finished else "", "".join(line + "\n" for line in err)
-
-
-_VALUE_OPTIONS = ("--set", "--rules", "--format", "--chain", "--workloads", "--reserve")
-_PATH_OPTIONS = ("--rules", "--workloads")
-
-
-def _cli_args(argv: Sequence[str], at: Callable[[str], str]) -> list[str]:
-    """The arguments after the program in an argv of :func:`command_argv`, with every path (the
-    snapshots, ``--rules``, ``--workloads``) passed through ``at``."""
-    command, rest = _split_argv(argv)
-    out = [command]
-    i = 0
-    while i < len(rest):
-        if rest[i] in _VALUE_OPTIONS and i + 1 < len(rest):
-            out += [rest[i], at(rest[i + 1]) if rest[i] in _PATH_OPTIONS else rest[i + 1]]
-            i += 2
-        else:
-            out.append(at(rest[i]))
-            i += 1
-    return out
-
-
-def _cli_invoker(args: list[str]) -> tuple[int, str, str]:
-    """A command the pipeline has no single call for (``admit``) runs through the CLI's own entry
-    point in this process: the same option parsing, error handler, output and exit code as the child
-    process (the CLI gives in-process callers click's ``SystemExit``)."""
-    import contextlib
-    import gc
-    import io
-
-    from gpustack_render.cli import main
-    from gpustack_render.errors import PROG
-    out, err = io.StringIO(), io.StringIO()
-    collecting = gc.isenabled()  # the CLI's run turns the cyclic collector off for its process
-    code: int = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main.main(args=args, prog_name=PROG, standalone_mode=True)
-    except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    finally:
-        if collecting:
-            gc.enable()
-    return code, out.getvalue(), err.getvalue()
 
 
 @dataclass

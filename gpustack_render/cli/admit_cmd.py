@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -10,25 +9,6 @@ import click
 
 from gpustack_render.cli.common import (FormatChoice, chain_inputs, command_body, note_line, templates_option,
                                         write_stdout)
-from gpustack_render.errors import EXIT_NEGATIVE, UserError
-
-
-def parse_reserve(values: tuple[str, ...]) -> dict[str, Fraction]:
-    """``--reserve RESOURCE=QTY`` (repeatable; a repeated resource adds up)."""
-    from gpustack_render.k8s import QuantityError, parse_quantity
-    out: dict[str, Fraction] = {}
-    for value in values:
-        resource, sep, quantity = value.partition("=")
-        try:
-            if not sep or not resource:
-                raise QuantityError("expected RESOURCE=QTY")
-            amount = parse_quantity(quantity)
-            if amount < 0:
-                raise QuantityError(f"{quantity!r} is negative")
-        except QuantityError as err:
-            raise UserError.single(f"--reserve {value}: {err}") from None
-        out[resource] = out.get(resource, Fraction(0)) + amount
-    return out
 
 
 @click.command("admit")
@@ -56,23 +36,12 @@ def command(snapshot: tuple[str, ...], sets: tuple[str, ...], rules_dir: Path | 
     """
     def action(state: dict[str, Any]) -> int | None:
         from gpustack_render import pipeline
-        from gpustack_render.admit import output
-        from gpustack_render.yamlio import dump_json
-        amounts = parse_reserve(reserve)
-        if "-" in workloads and "-" in snapshot:
-            raise UserError.single("standard input (-) can feed SNAPSHOT or --workloads, not both")
-        # (nothing is applied: a snapshot without Nodes just places no Pods, so no --allow-empty guard)
-        ctx = state["ctx"] = pipeline.prepare(snapshot, sets, rules_dir, allow_empty=True)
-        preview = pipeline.admit_preview(ctx, workloads, chain, amounts, templates_dir)
-        for note in preview.notes:
+        from gpustack_render.admit.command import AdmitRequest
+        run = pipeline.admit_command(AdmitRequest(snapshot, sets, rules_dir, workloads, chain, reserve, fmt,
+                                                  templates_dir), state)
+        for note in run.notes:
             note_line(note)
-        if fmt == "json":
-            write_stdout(dump_json(preview.doc))
-        elif fmt == "markdown":
-            doc = preview.doc if chain == "compare" else output.compare(preview.doc, preview.doc)
-            write_stdout(output.markdown(doc))
-        else:
-            write_stdout(output.text(preview.doc))
-        return EXIT_NEGATIVE if chain == "compare" and preview.changed else None
+        write_stdout(run.text)
+        return run.exit_code
 
     command_body(action)

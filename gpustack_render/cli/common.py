@@ -10,7 +10,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 import click
 
-from gpustack_render.errors import DEBUG, PROG, Diagnostics, flush, handle, warning_text
+from gpustack_render.errors import DEBUG, PROG, Diagnostics, flush, handle, note_text, warning_text
 
 # -q/--quiet: -1 (errors only), default 0, -v/--verbose: 1 (stage timings). Set by the CLI group.
 VERBOSITY = {"level": 0}
@@ -67,7 +67,7 @@ def warn_line(text: str) -> None:
 def note_line(text: str) -> None:
     """A ``note:`` on stderr: what was not done and why; silenced by ``-q`` like warnings."""
     if not quiet():
-        click.echo(f"{PROG}: note: {text}", err=True)
+        click.echo(note_text(text), err=True)
 
 
 def info_line(text: str) -> None:

@@ -52,7 +52,7 @@ def command(kubeconfig: Path | None, context: str | None, output: Path | None, p
         rules = load_rules(rules_dir)
         vocab = rules.vocabulary
         assert vocab is not None
-        snapshot = capture(kubeconfig, context, page_size, rules.settings_source, rules.setting_defaults, diag,
+        snapshot = capture(kubeconfig, context, page_size, rules.settings.source, rules.settings.defaults, diag,
                            progress=show_progress(), vocabulary=(vocab.workerApiGroup, vocab.nodeFeatureNamespace))
         text = dump_json(snapshot)
         if output is None:

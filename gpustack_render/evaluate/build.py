@@ -46,7 +46,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
     plan.admission_checks = build_admission_checks(rules)
     pools = build_pools(plan.flavors, rules, aware)
     presets = PresetMatcher(rules, nodes.names)
-    if rules.derive_instance_types({}, settings):
+    if rules.queues.derive_instance_types({}, settings):
         plan.instance_types = derive_instance_types(pools, rules, snapshot, aware, presets, recorder)
     queues = QueueBuilder(rules, settings, snapshot, plan.flavors, NodeMatcher(groups, plan.flavors),
                           missing, diag, recorder)
@@ -62,7 +62,7 @@ def evaluate(snapshot: Snapshot, rules: Rules, settings: Mapping[str, bool], dia
             if deleting and name not in snapshot.cluster_queues:
                 continue  # Kueue already removed the queue of a deleted InstanceType: nothing to render
             spec = it.spec
-            sources[name] = (spec.generalGroup or rules.generic_group, spec.acceleratorGroup, spec.acceleratable,
+            sources[name] = (spec.generalGroup or rules.grouping.generic_group, spec.acceleratorGroup, spec.acceleratable,
                              spec.os, spec.arch, spec.inactive, deleting)
     plan.cluster_queues = [queues.build(name, *sources[name]) for name in sorted(sources)]
     report_finalizing_flavors(plan, snapshot, rules, diag)
@@ -147,7 +147,7 @@ def _node_feature_namer(rules: Rules) -> Callable[[str], str]:
     """The Naming ``nodeFeature`` format as a function of the Node name. The usual format has one
     placeholder without a filter: then it is the literal text around the name (no dict, no loop per
     Node); any other format renders as written."""
-    name_format = rules.node_feature_name
+    name_format = rules.naming.node_feature
     parts = name_format.parts
     if len(parts) == 2 and parts[0][1] == "node" and parts[0][2] is None and parts[1][1] is None:
         before, after = parts[0][0], parts[1][0]

@@ -56,12 +56,12 @@ class NodeDesired:
 class CapacityEvaluator:
     def __init__(self, rules: Rules, diagnostics: Diagnostics) -> None:
         self.rules, self.diag = rules, diagnostics
-        self.M = rules.units_per_accelerator
+        self.M = rules.manufacturers.units_per_accelerator
         self._akey_prefix = rules.normalisation.aKey.labelPrefix
         self._owned_exact: set[str] = set()
         self._owned_prefixes: list[str] = []
-        for manu in rules.manufacturers.values():
-            for family in rules.capacity_families:
+        for manu in rules.manufacturers.by_name.values():
+            for family in rules.capacity.families:
                 self._owned_exact.update(k.render({"base": manu.resource_base}) for k, _ in family.keys)
                 if family.profile_key and manu.partition_kind:
                     probe = family.profile_key.render({"base": manu.resource_base, "kind": manu.partition_kind,
@@ -70,7 +70,7 @@ class CapacityEvaluator:
         # §5: an owned fit label is either fitLabels format with a non-empty aKey; the literal text
         # around {aKey} comes from the rules, so renaming a label there moves ownership with it.
         self._fit_affixes: list[tuple[str, str]] = []
-        for fmt in (rules.fit_sliced_label, rules.fit_shared_label):
+        for fmt in (rules.capacity.fit_sliced_label, rules.capacity.fit_shared_label):
             if fmt is not None:
                 before, _, after = fmt.render({"aKey": "\x00"}).partition("\x00")
                 self._fit_affixes.append((before, after))
@@ -179,7 +179,7 @@ class CapacityEvaluator:
     def _pool_keys(self, manufacturers: str | tuple[str, ...]) -> tuple[str, ...]:
         """The pool keys whose quantities gate the capacity families of these manufacturers."""
         names = (manufacturers,) if isinstance(manufacturers, str) else manufacturers
-        return tuple(dict.fromkeys(pool for name in names for _, pool, _ in self._families_of(self.rules.manufacturers[name])))
+        return tuple(dict.fromkeys(pool for name in names for _, pool, _ in self._families_of(self.rules.manufacturers.by_name[name])))
 
     def _capacity_of(self, tallies: dict[str, _Tally], capacity: Mapping[str, Fraction]
                      ) -> tuple[dict[str, int], tuple[tuple[str, str], ...]]:
@@ -188,7 +188,7 @@ class CapacityEvaluator:
         desired: dict[str, int] = {}
         invalid: list[tuple[str, str]] = []
         for manu_name, tally in sorted(tallies.items()):
-            manufacturer = self.rules.manufacturers[manu_name]
+            manufacturer = self.rules.manufacturers.by_name[manu_name]
             for family, pool, keys in self._families_of(manufacturer):
                 if self._gate(family, manufacturer, tally, capacity, pool) is not None:
                     continue
@@ -211,7 +211,7 @@ class CapacityEvaluator:
             base = {"base": manufacturer.resource_base}
             found = self._families[manufacturer.name] = [
                 (family, family.pool.render(base), [k.render(base) for k, _ in family.keys])
-                for family in self.rules.capacity_families]
+                for family in self.rules.capacity.families]
         return found
 
     def _profile_key(self, family: CapacityFamilyRule, manufacturer: ManufacturerRule, profile: str) -> tuple[str, bool]:
@@ -286,7 +286,7 @@ class CapacityEvaluator:
                 continue
             manufacturer = akey_manufacturer.get(akey)
             if manufacturer is None:
-                manufacturer = akey_manufacturer[akey] = self.rules.manufacturers[akey.split("-", 1)[0]]
+                manufacturer = akey_manufacturer[akey] = self.rules.manufacturers.by_name[akey.split("-", 1)[0]]
             vram = vram_of.get((shape, akey)) if shape is not None else None
             if vram is None:
                 vram = self._vram(node, akey, facts)
@@ -327,7 +327,7 @@ class CapacityEvaluator:
         """Per manufacturer: the summed key values and card populations of these aKey summaries."""
         tallies: dict[str, _Tally] = {}
         for name, logical, partitioned, slices, vram, overcommit, profiles in summaries:
-            manufacturer = self.rules.manufacturers[name]
+            manufacturer = self.rules.manufacturers.by_name[name]
             tally = tallies.get(name)
             if tally is None:
                 tally = tallies[name] = _Tally()
@@ -351,7 +351,7 @@ class CapacityEvaluator:
                          "overcommit": overcommit, "M": self.M}
             values = self._family_values[memo] = [
                 (key_fmt.render({"base": base}), expr(**variables))
-                for family in self.rules.capacity_families for key_fmt, expr in family.keys]
+                for family in self.rules.capacity.families for key_fmt, expr in family.keys]
         return values
 
     def _vram(self, node: inputs.Node, akey: str, facts: NodeFacts) -> int:
@@ -415,10 +415,10 @@ class CapacityEvaluator:
         no slice slots, so only its ``remaining`` counts). ``cards``: the slice counts per card of
         the spec groups already read (:meth:`_capacity`), by the group's id."""
         rules = self.rules
-        populations: FitPopulations = rules.fit_populations
+        populations: FitPopulations = rules.capacity.fit_populations
         sliced_any_card = populations.slicedMaxFreeUnits != "logical"
         shared_any_card = populations.sharedFreeCards != "logical"
-        shared_modes, share_units = rules.shared_modes, rules.share_units
+        shared_modes, share_units = rules.capacity.shared_modes, rules.capacity.share_units
         spec_groups = devices.spec.groups
         fit_keys = self._fit_keys
         labels: dict[str, str] = {}
@@ -467,8 +467,8 @@ class CapacityEvaluator:
         """The sliced and shared fit label keys of ``akey``, or ``None`` when either is invalid."""
         if akey in self._fit_keys:
             return self._fit_keys[akey]
-        sliced_key = self.rules.fit_sliced_label.render({"aKey": akey})
-        shared_key = self.rules.fit_shared_label.render({"aKey": akey})
+        sliced_key = self.rules.capacity.fit_sliced_label.render({"aKey": akey})
+        shared_key = self.rules.capacity.fit_shared_label.render({"aKey": akey})
         found = self._fit_keys[akey] = ((sliced_key, shared_key) if valid_qualified_name(sliced_key)
                                         and valid_qualified_name(shared_key) else None)
         return found

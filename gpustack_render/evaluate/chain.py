@@ -23,11 +23,11 @@ def flavor_order(flavor: FlavorPlan) -> tuple[int, str]:
 def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot, diag: Diagnostics,
                      recorder: Recorder | None = None) -> tuple[list[TopologyPlan], set[str]]:
     """One Topology per distinct live profile; returns also the profiles that cannot be rendered."""
-    configured = list(rules.topology_levels)
+    configured = list(rules.topology.levels)
     configured_profile = profile_of_levels(rules, configured)
     plans, missing = [], set()
     for profile in sorted({f.profile for f in facts}):
-        name = rules.topology_name.render({"profile": profile})
+        name = rules.naming.topology.render({"profile": profile})
         levels: list[str] | None = configured if profile == configured_profile else None
         existing = snapshot.topologies.get(name)
         if levels is None and existing is not None:
@@ -50,18 +50,18 @@ def build_topologies(facts: list[NodeFacts], rules: Rules, snapshot: Snapshot, d
 
 def build_pools(flavors: list[FlavorPlan], rules: Rules, aware: bool) -> list[PoolPlan]:
     pools: dict[str, PoolPlan] = {}
-    general_fmt, accel_fmt = rules.pool_identity[aware]
+    general_fmt, accel_fmt = rules.grouping.pool_identity[aware]
     for flavor in flavors:
         fields = {"gKey": flavor.gkey, "gManu": flavor.gmanu, "aKey": flavor.akey,
                   "manufacturer": flavor.manufacturer, "os": flavor.os, "arch": flavor.arch}
-        name = rules.pool_name[(aware, flavor.accelerated)].render(fields)
+        name = rules.naming.pool[(aware, flavor.accelerated)].render(fields)
         pool = pools.get(name)
         general, accelerator = general_fmt.render(fields), accel_fmt.render(fields) if flavor.accelerated else ""
         if pool is None:
             pool = pools[name] = PoolPlan(
                 name=name, accelerated=flavor.accelerated, general_group=general, accelerator_group=accelerator,
                 os=flavor.os, arch=flavor.arch,
-                catalog_name=rules.catalog_name[(aware, flavor.accelerated)].render(fields))
+                catalog_name=rules.naming.catalog[(aware, flavor.accelerated)].render(fields))
         elif _pool_identity(pool) != (flavor.accelerated, general, accelerator, flavor.os, flavor.arch):
             _pool_collision(rules, aware, pool, flavor, (flavor.accelerated, general, accelerator, flavor.os, flavor.arch))
         pool.flavors.append(flavor)
@@ -116,13 +116,13 @@ def derive_instance_types(pools: list[PoolPlan], rules: Rules, snapshot: Snapsho
 
 
 def build_local_queues(queue_names: list[str], rules: Rules, snapshot: Snapshot) -> list[LocalQueuePlan]:
-    namespaces = [ns for ns in snapshot.namespaces if ns not in rules.reserved_namespaces]
-    return [LocalQueuePlan(rules.local_queue_name.render({"clusterQueue": q}), ns, q)
+    namespaces = [ns for ns in snapshot.namespaces if ns not in rules.namespaces.reserved]
+    return [LocalQueuePlan(rules.naming.local_queue.render({"clusterQueue": q}), ns, q)
             for ns in namespaces for q in queue_names]
 
 
 def build_admission_checks(rules: Rules) -> list[AdmissionCheckPlan]:
-    return [AdmissionCheckPlan(c.name, c.controller_name) for c in rules.admission_checks]
+    return [AdmissionCheckPlan(c.name, c.controller_name) for c in rules.queues.admission_checks]
 
 
 def build_catalog(pools: list[PoolPlan], snapshot: Snapshot, aware: bool) -> list[CatalogItemPlan]:
@@ -179,7 +179,7 @@ def queue_labels(general_group: str, accelerator_group: str, acceleratable: bool
         labels[ARCH_LABEL] = arch
     if acceleratable and accelerator_group:
         labels[rules.normalisation.aKey.labelPrefix + accelerator_group] = "true"
-    if aware and general_group and general_group != rules.generic_group:
+    if aware and general_group and general_group != rules.grouping.generic_group:
         labels[vocab.generalGroupPrefix + general_group] = "true"
     return dict(sorted(labels.items()))
 
@@ -199,7 +199,7 @@ def report_finalizing_flavors(plan: Plan, snapshot: Snapshot, rules: Rules, diag
     it once no queue references it); say which queues lose it. A queue draining while workloads
     still hold quota keeps its groups verbatim (lifecycle rule), so it does not lose it yet."""
     rendered = {f.name for f in plan.flavors}
-    prefix = rules.resource_flavor_prefix
+    prefix = rules.naming.resource_flavor_prefix
     gone = sorted(name for name in snapshot.resource_flavors if name not in rendered and name.startswith(prefix))
     still_referenced = {q.name: {f.get("name") for g in q.kept_resource_groups or [] if isinstance(g, dict)
                                  for f in g.get("flavors") or [] if isinstance(f, dict)}

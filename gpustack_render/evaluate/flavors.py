@@ -73,7 +73,7 @@ class FlavorBuilder:
             return
         joined: list[tuple[FlavorPlan, str]] = []
         warnings: list[str] = []
-        cpu_kind, accel_kind = self.rules.flavor_cpu, self.rules.flavor_accelerated
+        cpu_kind, accel_kind = self.rules.grouping.flavor_cpu, self.rules.grouping.flavor_accelerated
         recorder = self.recorder
         if cpu_kind.contributes(facts.facts, self.settings):
             joined.append((self._add(cpu_kind, facts, node, "", facts.cpu_count), ""))
@@ -140,7 +140,7 @@ class FlavorBuilder:
             flavor = self._groups[key] = FlavorPlan(
                 name=name, accelerated=bool(akey), gkey=facts.gkey, gmanu=facts.gmanu, akey=akey,
                 manufacturer=str(fields["manufacturer"]), os=facts.os, arch=facts.arch, count=count,
-                profile=facts.profile, topology_name=self.rules.topology_name.render({"profile": facts.profile}),
+                profile=facts.profile, topology_name=self.rules.naming.topology.render({"profile": facts.profile}),
                 nodes=[])
             flavor.node_labels = self._node_labels(kind, facts, akey, count)
         self._join(flavor, facts, node, akey)
@@ -166,7 +166,7 @@ class FlavorBuilder:
 
     def _node_labels(self, kind: FlavorKind, facts: NodeFacts, akey: str, count: int) -> dict[str, str]:
         general = self.vocab.generalGroupPrefix
-        labels = {self.rules.managed_key: "true", OS_LABEL: facts.os, ARCH_LABEL: facts.arch,
+        labels = {self.rules.grouping.managed_key: "true", OS_LABEL: facts.os, ARCH_LABEL: facts.arch,
                   general + facts.gkey: "true", self.vocab.topologyProfile.label: facts.profile}
         if akey:
             labels[self._akey_prefix + akey] = "true"
@@ -174,7 +174,7 @@ class FlavorBuilder:
         else:
             labels[f"{general}{facts.gkey}.count"] = str(count)
             if kind.pin_cpu_only and kind.pin_cpu_only(facts.facts, self.settings):
-                labels[self.rules.cpu_only_key] = "true"
+                labels[self.rules.grouping.cpu_only_key] = "true"
         return dict(sorted(labels.items()))
 
     def _notes(self, facts: NodeFacts, node: inputs.Node, akey: str) -> dict[str, str]:

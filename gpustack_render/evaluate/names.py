@@ -8,7 +8,7 @@ from gpustack_render.rules import Rules
 class NameNormaliser:
     def __init__(self, rules: Rules) -> None:
         spec = rules.normalisation.normalizeName
-        self._cruft = rules.cruft_steps
+        self._cruft = rules.normalisation.cruft_steps
         self._space = spec.spaceBecomes
         self._keep = frozenset(spec.keep)
         self._separators = frozenset(spec.separators)

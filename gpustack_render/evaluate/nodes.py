@@ -28,7 +28,7 @@ OS_LABEL, ARCH_LABEL = "kubernetes.io/os", "kubernetes.io/arch"  # Kubernetes' w
 
 def profile_of_levels(rules: Rules, levels: tuple[str, ...] | list[str]) -> str:
     """The Vocabulary ``topologyProfile.format`` over the level keys joined by NUL (stage3-node.md §7)."""
-    return rules.profile_format.render({"levels": "\x00".join(levels)})
+    return rules.vocabulary.profile_format.render({"levels": "\x00".join(levels)})
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,16 +186,16 @@ class NodeEvaluator:
         self.rules, self.settings, self.diag = rules, settings, diagnostics
         self.recorder = recorder
         self.names = NameNormaliser(rules)
-        self.default_profile = profile_of_levels(rules, rules.topology_levels)
+        self.default_profile = profile_of_levels(rules, rules.topology.levels)
         vocab = rules.vocabulary
-        assert vocab is not None and rules.profile_pattern is not None
+        assert vocab is not None and rules.vocabulary.profile_pattern is not None
         self._general, self._acceleratable = vocab.generalGroupPrefix, vocab.acceleratableLabel
-        self._profile_label, self._profile_re = vocab.topologyProfile.label, rules.profile_pattern
+        self._profile_label, self._profile_re = vocab.topologyProfile.label, rules.vocabulary.profile_pattern
         self._gkey_cache: dict[tuple[str, str, str, str], str] = {}
         norm = rules.normalisation
         self._akey_prefix, self._akey_value = norm.aKey.labelPrefix, norm.aKey.value
-        self._manufacturers = set(rules.manufacturers)
-        self._levels_to_check = [lvl for lvl in rules.topology_levels if lvl != "kubernetes.io/hostname"]
+        self._manufacturers = set(rules.manufacturers.by_name)
+        self._levels_to_check = [lvl for lvl in rules.topology.levels if lvl != "kubernetes.io/hostname"]
         # The signature: the label keys the rules make this stage read (plus, per key set, those
         # under the aKey prefix), the idPrefix annotations and the CPU count.
         g = norm.gKey
@@ -203,7 +203,7 @@ class NodeEvaluator:
         for source in g.idPrefix:
             if not isinstance(source, AnnotationIdSource):
                 exact.extend(source.labels)
-        exact += [self._acceleratable, rules.managed_key, self._profile_label, OS_LABEL, ARCH_LABEL]
+        exact += [self._acceleratable, rules.grouping.managed_key, self._profile_label, OS_LABEL, ARCH_LABEL]
         self._exact_keys = tuple(dict.fromkeys(exact))
         self._annotation_keys = tuple(s.annotation for s in g.idPrefix if isinstance(s, AnnotationIdSource))
         self._key_sets: dict[tuple[str, ...], _KeySet] = {}
@@ -234,7 +234,7 @@ class NodeEvaluator:
             raw = key[1 + i]
             if isinstance(source, AnnotationIdSource):
                 if raw and not raw.startswith("@"):
-                    max_length = self.rules.id_prefix_max_length[i](manu=manu)
+                    max_length = self.rules.normalisation.id_prefix_max_length[i](manu=manu)
                     id_prefix = self.names.normalize(raw, manu, max(max_length, 0), source.stripCruft)
                     if steps is not None:
                         cruft = self.names.cruft_trace(raw) if source.stripCruft else []
@@ -304,7 +304,7 @@ class NodeEvaluator:
         return sorted(found)
 
     def _key_set(self, keys: tuple[str, ...]) -> _KeySet:
-        prefix, general, cpu_only = self._akey_prefix, self._general, self.rules.cpu_only_key
+        prefix, general, cpu_only = self._akey_prefix, self._general, self.rules.grouping.cpu_only_key
         present = set(keys)
         read = tuple(k for k in self._exact_keys if k in present) + tuple(
             k for k in keys if k.startswith(prefix) and k not in self._exact_keys)
@@ -381,7 +381,7 @@ class NodeEvaluator:
         read = {k: labels[k] for k in key_set.read}
         present = {k: annotations[k] for k in self._annotation_keys if k in annotations}
         content = (tuple(sorted(read.items())), tuple(present.items()), cpu_count, key_set.missing_levels,
-                   self.rules.managed_key in key_set.drop)
+                   self.rules.grouping.managed_key in key_set.drop)
         group = by_content.get(content)
         if group is None:
             facts = NodeFacts(name, self._shape(read, present, cpu_count, key_set), labels, key_set)
@@ -398,7 +398,7 @@ class NodeEvaluator:
         key_set = self._key_sets.get(keys) or self._key_set(keys)
         cpu = (node.status.capacity or {}).get("cpu")
         shape = self._read_shape(labels, annotations, self._cpu_count(cpu), key_set)
-        self._record(self.recorder, name, labels, annotations, shape.facts, labels.get(self.rules.managed_key, ""))
+        self._record(self.recorder, name, labels, annotations, shape.facts, labels.get(self.rules.grouping.managed_key, ""))
         return NodeFacts(name, shape, labels, key_set, shared=False)
 
     def report(self, facts: NodeFacts, problems: list[Problem], files: Mapping[tuple[str, str], str]) -> None:
@@ -436,18 +436,18 @@ class NodeEvaluator:
         facts: dict[str, object] = {"hasAccelerator": has_accel, "cpuCount": cpu_count}
 
         feature: dict[str, str] = {}
-        current_managed = labels.get(self.rules.managed_key, "")
+        current_managed = labels.get(self.rules.grouping.managed_key, "")
         if current_managed:
-            feature[self.rules.managed_key] = current_managed
-        elif self.rules.managed_stamp_when(facts, self.settings):
-            feature[self.rules.managed_key] = self.rules.managed_stamp_value
+            feature[self.rules.grouping.managed_key] = current_managed
+        elif self.rules.grouping.managed_stamp_when(facts, self.settings):
+            feature[self.rules.grouping.managed_key] = self.rules.grouping.managed_stamp_value
         general = self._general
         feature[general + gmanu] = "true"
         feature[general + gkey] = "true"
         if cpu_count > 0:
             feature[f"{general}{gkey}.count"] = str(cpu_count)
-        if self.rules.cpu_only_when(facts, self.settings):
-            feature[self.rules.cpu_only_key] = "true"
+        if self.rules.grouping.cpu_only_when(facts, self.settings):
+            feature[self.rules.grouping.cpu_only_key] = "true"
         for key, value in feature.items():
             if not valid_label_value(value):
                 problems.append((f"label value {value!r} is not a valid label value", f"metadata.labels.{key}"))
@@ -465,7 +465,7 @@ class NodeEvaluator:
             for level in key_set.missing_levels:
                 warnings.append(f"lacks topology level label {level}; it still gets profile {profile}")
         os_, arch = labels.get(OS_LABEL, ""), labels.get(ARCH_LABEL, "")
-        managed_key = self.rules.managed_key  # its value in the converged view evaluate() builds
+        managed_key = self.rules.grouping.managed_key  # its value in the converged view evaluate() builds
         managed = (update[managed_key] if managed_key in update else
                    None if managed_key in key_set.drop else labels.get(managed_key)) == "true"
         if managed and not (os_ and arch):

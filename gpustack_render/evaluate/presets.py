@@ -18,7 +18,7 @@ class PresetMatcher:
     def tier(self, manufacturer: str, product: str, steps: list[dict[str, Any]] | None = None) -> str | None:
         """The tier name, or ``None`` for the fallback. ``steps`` (only when recording, for
         ``explain``) receives what each step read and found."""
-        entries = self.rules.preset_entries.get(manufacturer)
+        entries = self.rules.presets.entries.get(manufacturer)
         if not entries or not product:
             if steps is not None:
                 steps.append({"step": "table", "manufacturer": manufacturer, "product": product,

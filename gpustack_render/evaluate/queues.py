@@ -81,7 +81,7 @@ class QueueBuilder:
         self.rendered = {f.name for f in flavors}
         self.aware = rules.is_aware(settings)
         self.akey_prefix = rules.normalisation.aKey.labelPrefix
-        self.M = rules.units_per_accelerator
+        self.M = rules.manufacturers.units_per_accelerator
         if recorder is not None:
             self._record_node_labels(recorder)
 
@@ -106,7 +106,7 @@ class QueueBuilder:
         quotas: list[int] = []
         refusal = self._refusal(name, selected) if selected else None
         if selected and refusal is None:
-            quota = self.rules.quota_accelerated if acceleratable else self.rules.quota_cpu
+            quota = self.rules.queues.quota_accelerated if acceleratable else self.rules.queues.quota_cpu
             manufacturer = selected[0].notes.get("manufacturer", selected[0].manufacturer)
             plan.covered_resource = quota.resource.render({"manufacturer": manufacturer})
             quotas = [quota.nominal_quota(capacity=f.capacity, count=f.count, nodes=len(f.nodes), M=self.M)
@@ -122,7 +122,7 @@ class QueueBuilder:
         if plan.flavors or plan.kept_resource_groups:
             plan.annotations[self.rules.vocabulary.tasQueueAnnotation] = "true"
         facts = {"acceleratable": acceleratable}
-        plan.admission_checks = [c.name for c in self.rules.admission_checks
+        plan.admission_checks = [c.name for c in self.rules.queues.admission_checks
                                  if c.when(facts, self.settings) and self._check_active(c.name)]
         plan.annotations = dict(sorted(plan.annotations.items()))
         if self.recorder is not None:
@@ -165,7 +165,7 @@ class QueueBuilder:
         if refusal is not None:
             recorder.record(subject, Decision("queue.refusal", refusal.text, inputs=(
                 ("flavors", list(refusal.flavors)), ("nodes", list(refusal.nodes)))))
-        for i, check in enumerate(self.rules.admission_checks):
+        for i, check in enumerate(self.rules.queues.admission_checks):
             rule = f"Queues:admissionChecks.{i}"
             recorder.record(subject, Decision(
                 "admissionCheck", check.name in plan.admission_checks, rule, origins.get(rule, ""),
@@ -197,7 +197,7 @@ class QueueBuilder:
 
     def _exists(self, flavor: str) -> bool:
         """Whether a ResourceFlavor of this name is there once the render is applied."""
-        return flavor in self.rendered or not flavor.startswith(self.rules.resource_flavor_prefix)
+        return flavor in self.rendered or not flavor.startswith(self.rules.naming.resource_flavor_prefix)
 
     def _check_active(self, name: str) -> bool:
         check = self.snapshot.admission_checks.get(name)
@@ -206,7 +206,7 @@ class QueueBuilder:
         return not any(c.type == "Active" and c.status == "False" for c in check.status.conditions)
 
     def _refusal(self, name: str, selected: list[FlavorPlan]) -> Refusal | None:
-        limit = self.rules.max_flavors_per_group
+        limit = self.rules.queues.max_flavors_per_group
         if len(selected) > limit:
             return Refusal(f"TooManyFlavors: {len(selected)} flavors, at most {limit}")
         missing = [f.name for f in selected if f.profile in self.missing_profiles]
@@ -231,15 +231,15 @@ class QueueBuilder:
                    inactive: bool, it_deleting: bool, acceleratable: bool) -> str:
         """The first lifecycle rule (rules/lifecycle.yaml) that holds decides the stop policy (with a
         recorder, it records the rule and, for a drain, the save rule)."""
-        markers = self.rules.lifecycle_markers
+        markers = self.rules.lifecycle.markers
         annotations = (existing.metadata.annotations or {}) if existing else {}
         current = existing.spec.stopPolicy if existing else ""
         facts = self._lifecycle_facts(plan, selected, existing, inactive, it_deleting, acceleratable)
-        for warning in self.rules.lifecycle_warnings:
+        for warning in self.rules.lifecycle.warnings:
             if warning.when(facts, self.settings):
                 self.diag.warn(f"ClusterQueue/{plan.name}: " + warning.message.render(
                     {"queue": plan.name, "instanceType": plan.name}) + f" [{warning.name}, {warning.origin}]")
-        for index, rule in enumerate(self.rules.lifecycle):
+        for index, rule in enumerate(self.rules.lifecycle.stop_policy):
             if not rule.when(facts, self.settings):
                 continue
             if self.recorder is not None:
@@ -262,7 +262,7 @@ class QueueBuilder:
 
     def _record_lifecycle(self, recorder: Recorder, queue: str, index: int, facts: Mapping[str, Any]) -> None:
         """The lifecycle rule that decided the stop policy, with its verdict over the facts it read."""
-        rule = self.rules.lifecycle[index]
+        rule = self.rules.lifecycle.stop_policy[index]
         recorder.record(f"ClusterQueue/{queue}", Decision(
             "lifecycle", rule.stop_policy, f"Lifecycle:stopPolicy.{index}.name", rule.origin,
             (("rule", rule.name), ("groups", rule.groups), *sorted(facts.items())),
@@ -274,7 +274,7 @@ class QueueBuilder:
         """The facts the lifecycle rules read. The renderer's own holds carry a marker (rules'
         ``markers``), so that the next render, which sees only the objects, can tell them from an
         admin's hold."""
-        markers = self.rules.lifecycle_markers
+        markers = self.rules.lifecycle.markers
         annotations = (existing.metadata.annotations or {}) if existing else {}
         current = existing.spec.stopPolicy if existing else ""
         marked = any(m in annotations for m in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold))
@@ -297,8 +297,8 @@ class QueueBuilder:
                       annotations: dict[str, str]) -> tuple[str, str]:
         """The policy a drain records for the restore: the first save rule that holds (rules/lifecycle.yaml
         ``save``) names it and may add markers; with no rule, the queue's current policy."""
-        markers = self.rules.lifecycle_markers
-        for rule in self.rules.lifecycle_save:
+        markers = self.rules.lifecycle.markers
+        for rule in self.rules.lifecycle.save:
             if rule.when(facts, self.settings):
                 annotations.update(rule.annotations)
                 value = {"current": current or markers.savedWhenUnset, "saved": saved}.get(rule.stop_policy,

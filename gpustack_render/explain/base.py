@@ -164,7 +164,7 @@ class Explainer:
 
     def manufacturer(self, name: str) -> str:
         """The origin of one manufacturer's entry in the Manufacturers rules."""
-        index = next((i for i, m in enumerate(self.rules.manufacturers) if m == name), None)
+        index = next((i for i, m in enumerate(self.rules.manufacturers.by_name) if m == name), None)
         return self.rule("Manufacturers", "items", index, "name", value=name) if index is not None \
             else self.rule("Manufacturers", "items")
 

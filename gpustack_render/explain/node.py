@@ -112,24 +112,24 @@ def gkey_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
 def managed_text(x: Explainer, facts: NodeFacts) -> tuple[str, list[str]]:
     rules = x.rules
     node = x.snapshot.nodes[facts.name]
-    current = (node.metadata.labels or {}).get(rules.managed_key, "")
+    current = (node.metadata.labels or {}).get(rules.grouping.managed_key, "")
     decision = x.decision(f"Node/{facts.name}", "managed")
     verdict = decision.verdict if decision is not None else None
     origins = [x.rule("Grouping", "managedLabel")]
     if current:
-        why = (f"the Node's own label {rules.managed_key}={show(current)} is kept as is (the NodeFeature never "
+        why = (f"the Node's own label {rules.grouping.managed_key}={show(current)} is kept as is (the NodeFeature never "
                f"overrides an explicit value)")
     elif verdict is not None and verdict.value:
-        why = (f"the Node has no {rules.managed_key} label; the NodeFeature stamps {show(rules.managed_stamp_value)} "
+        why = (f"the Node has no {rules.grouping.managed_key} label; the NodeFeature stamps {show(rules.grouping.managed_stamp_value)} "
                f"because stampWhen holds")
         origins.extend(x.settings_of("Grouping:managedLabel.stampWhen"))
     else:
-        why = (f"the Node has no {rules.managed_key} label and stampWhen does not hold "
+        why = (f"the Node has no {rules.grouping.managed_key} label and stampWhen does not hold "
                f"({why_not(verdict)}): the key is omitted")
         origins.extend(x.settings_of("Grouping:managedLabel.stampWhen"))
     state = "managed" if facts.managed else "NOT managed"
-    converged = facts.converged.get(rules.managed_key)
-    return (f"{state}: converged {rules.managed_key}={show(converged) if converged is not None else '(absent)'}; "
+    converged = facts.converged.get(rules.grouping.managed_key)
+    return (f"{state}: converged {rules.grouping.managed_key}={show(converged) if converged is not None else '(absent)'}; "
             f"{why}"), origins
 
 
@@ -152,9 +152,9 @@ def explain_node(x: Explainer, name: str) -> Report:
         state.add(f"topology profile {facts.profile}: the Node's own label {x.vocab.topologyProfile.label}")
     else:
         state.add(f"topology profile {facts.profile}: computed from the topology levels "
-                  f"{', '.join(rules.topology_levels)} (the Node has no {x.vocab.topologyProfile.label} label)",
+                  f"{', '.join(rules.topology.levels)} (the Node has no {x.vocab.topologyProfile.label} label)",
                   x.rule("Topology", "levels"))
-    topology = rules.topology_name.render({"profile": facts.profile})
+    topology = rules.naming.topology.render({"profile": facts.profile})
     if not any(t.name == topology for t in x.plan.topologies):
         state.add(f"no Topology/{topology} can be rendered: queues with its flavors are refused (MissingTopology)")
     cpu = (node.status.capacity or {}).get("cpu")
@@ -167,7 +167,7 @@ def explain_node(x: Explainer, name: str) -> Report:
     gkey_section(x, report, facts)
     _akeys_section(x, report, facts)
 
-    nf = report.section(f"NodeFeature {rules.node_feature_name.render({'node': name})} spec.labels")
+    nf = report.section(f"NodeFeature {rules.naming.node_feature.render({'node': name})} spec.labels")
     for key, value in sorted(facts.feature_labels.items()):
         nf.add(f"{key}={show(value)}")
 
@@ -281,10 +281,10 @@ def _capacity_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
     if not facts.akeys:
         section.add("no capacity keys are desired: the Node has no aKey")
     for manu_name, tally in sorted(tallies.items()):
-        manufacturer = rules.manufacturers[manu_name]
+        manufacturer = rules.manufacturers.by_name[manu_name]
         section.add(f"{manu_name} ({manufacturer.resource_base}): L={tally.logical} logical and P={tally.partitioned} "
                     f"partitioned card(s); key values are summed over its models", x.manufacturer(manu_name))
-        for i, family in enumerate(rules.capacity_families):
+        for i, family in enumerate(rules.capacity.families):
             pool = family.pool.render({"base": manufacturer.resource_base})
             reason = evaluator.gate(family, manufacturer, tally, current)
             origin = x.rule("Capacity", "families", i)
@@ -338,25 +338,25 @@ def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
     obj = x.render("NodeFeature", plan_item)
     managed, managed_origins = managed_text(x, facts)
     prov: dict[Any, list[str]] = {
-        ("metadata", "name"): [x.rule("Naming", "nodeFeature", value=rules.node_feature_name.source)
+        ("metadata", "name"): [x.rule("Naming", "nodeFeature", value=rules.naming.node_feature.source)
                                + f" with node={show(plan_item.node)}"],
         ("metadata", "labels", "nfd.node.kubernetes.io/node-name"): [x.node_ref(plan_item.node, "metadata.name")],
     }
     labels_path = ("spec", "labels")
-    prov[labels_path + (rules.managed_key,)] = [managed, *managed_origins]
+    prov[labels_path + (rules.grouping.managed_key,)] = [managed, *managed_origins]
     prov[labels_path + (x.vocab.generalGroupPrefix + facts.gmanu,)] = [f"gManu {facts.gmanu}: the gKey up to its first '-'"]
     prov[labels_path + (x.vocab.generalGroupPrefix + facts.gkey,)] = [f"gKey {facts.gkey} (derivation below)",
                                                           x.rule("Normalisation", "gKey")]
     cpu = (node.status.capacity or {}).get("cpu")
     prov[labels_path + (f"{x.vocab.generalGroupPrefix}{facts.gkey}.count",)] = [
         x.node_ref(plan_item.node, f"status.capacity.cpu={show_quantity(cpu)} rounded up")]
-    prov[labels_path + (rules.cpu_only_key,)] = [
+    prov[labels_path + (rules.grouping.cpu_only_key,)] = [
         x.rule("Grouping", "cpuOnlyLabel", "when") + f" {rules.describe('Grouping:cpuOnlyLabel.when')}",
         *x.settings_of("Grouping:cpuOnlyLabel.when")]
     x.attach_fields(report, obj, prov)
-    if rules.cpu_only_key not in facts.feature_labels:
+    if rules.grouping.cpu_only_key not in facts.feature_labels:
         report.section("Not written").add(
-            f"{rules.cpu_only_key}: cpuOnlyLabel.when does not hold ("
+            f"{rules.grouping.cpu_only_key}: cpuOnlyLabel.when does not hold ("
             + why_not(next((d.verdict for d in x.decisions(f"Node/{facts.name}", "cpuOnly")), None)) + ")",
             x.rule("Grouping", "cpuOnlyLabel", "when"))
     gkey_section(x, report, facts)

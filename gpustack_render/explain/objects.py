@@ -39,7 +39,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     report = Report("ResourceFlavor", flavor.name, template=x.template("ResourceFlavor"))
     values = {"gKey": flavor.gkey, "gManu": flavor.gmanu, "aKey": flavor.akey, "manufacturer": flavor.manufacturer,
               "os": flavor.os, "arch": flavor.arch, "count": flavor.count, "profile": flavor.profile}
-    name_source = (rules.flavor_accelerated if flavor.accelerated else rules.flavor_cpu).name.source
+    name_source = (rules.grouping.flavor_accelerated if flavor.accelerated else rules.grouping.flavor_cpu).name.source
     own = (x.akey_prefix + flavor.akey) if flavor.accelerated else x.vocab.generalGroupPrefix + flavor.gkey
     first = flavor.nodes[0] if flavor.nodes else ""
     count_from = (f"label {x.akey_prefix}{flavor.akey}.count" if flavor.accelerated
@@ -57,16 +57,16 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
         ("metadata", "labels", x.vocab.topologyProfile.label): [f"grouping key profile: the Nodes' converged {x.vocab.topologyProfile.label}"],
         ("metadata", "labels", x.vocab.queueType.key): ["fixed: marks a flavor built from Nodes "
                                                               "(what ClusterQueues select on)"],
-        ("spec", "topologyName"): [_fmt_origin(x, "Naming", ("topology",), rules.topology_name.source, values)],
+        ("spec", "topologyName"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology.source, values)],
         ("spec", "nodeLabels"): [f"pins the grouping key on the Nodes; rule {x.rule('Grouping', 'flavor', kind_name, 'key')}"],
-        ("spec", "nodeLabels", rules.managed_key): [x.rule("Grouping", "managedLabel", "key")
+        ("spec", "nodeLabels", rules.grouping.managed_key): [x.rule("Grouping", "managedLabel", "key")
                                                     + ": only managed Nodes"],
     }
     if flavor.accelerated:
         prov[("metadata", "labels", x.vocab.generalGroupPrefix + flavor.gkey)] = ["the paired CPU key (gKey) of the contributing "
                                                                       "Nodes"]
     if not flavor.accelerated and "Grouping:flavor.cpu.pinCpuOnly" in rules.conditions:
-        prov[("spec", "nodeLabels", rules.cpu_only_key)] = [
+        prov[("spec", "nodeLabels", rules.grouping.cpu_only_key)] = [
             x.rule("Grouping", "flavor", "cpu", "pinCpuOnly") + f" {rules.describe('Grouping:flavor.cpu.pinCpuOnly')}",
             *x.settings_of("Grouping:flavor.cpu.pinCpuOnly")]
     node = x.snapshot.nodes.get(first)
@@ -94,7 +94,7 @@ def explain_flavor(x: Explainer, flavor: FlavorPlan) -> Report:
     x.attach_fields(report, x.render("ResourceFlavor", flavor), prov)
 
     group = report.section(f"Grouping ({kind_name} flavor)")
-    key_fields = (rules.flavor_accelerated if flavor.accelerated else rules.flavor_cpu).key
+    key_fields = (rules.grouping.flavor_accelerated if flavor.accelerated else rules.grouping.flavor_cpu).key
     group.add("grouping key: " + ", ".join(f"{k}={show(values.get(k))}" for k in key_fields),
               x.rule("Grouping", "flavor", kind_name, "key"))
     group.add(f"a Node contributes when {rules.describe(f'Grouping:flavor.{kind_name}.contributes')}",
@@ -187,8 +187,8 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     if queue.flavors:
         group = ("spec", "resourceGroups", 0)
         prov[group + ("coveredResources",)] = [x.rule("Queues", "quota", quota_kind, "resource",
-                                                      value=(rules.quota_accelerated if acceleratable
-                                                             else rules.quota_cpu).resource.source)]
+                                                      value=(rules.queues.quota_accelerated if acceleratable
+                                                             else rules.queues.quota_cpu).resource.source)]
         by_name = {f.name: f for f in x.plan.flavors}
         for i, entry in enumerate(queue.flavors):
             flavor = by_name.get(entry.name)
@@ -198,7 +198,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
             prov[where + ("resources", 0, "name")] = prov[group + ("coveredResources",)]
             prov[where + ("resources", 0, "nominalQuota")] = [
                 x.rule("Queues", "quota", quota_kind, "nominalQuota",
-                       value=(rules.quota_accelerated if acceleratable else rules.quota_cpu).nominal_quota.source)
+                       value=(rules.queues.quota_accelerated if acceleratable else rules.queues.quota_cpu).nominal_quota.source)
                 + (f" with capacity {flavor.capacity} = {len(flavor.nodes)} Node(s) x {flavor.count}" if flavor else "")]
     if spec.get("acceleratorGroup"):
         prov[("metadata", "labels", x.akey_prefix + spec["acceleratorGroup"])] = [
@@ -208,12 +208,12 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
             f"spec.generalGroup={show(spec['generalGroup'])} of {it_ref}",
             *x.settings_of("Grouping:aware")]
     decisions = _decisions(x, queue)
-    markers = getattr(rules, "lifecycle_markers", None)
+    markers = getattr(rules.lifecycle, "markers", None)
     if markers is not None:
         for marker in (markers.emptyPlanHold, markers.savedStopPolicy, markers.inactiveHold):
             prov[("metadata", "annotations", marker)] = ["; ".join(decisions), x.rule("Lifecycle", "markers")]
     for i, check in enumerate(queue.admission_checks):
-        index = next((j for j, c in enumerate(rules.admission_checks) if c.name == check), None)
+        index = next((j for j, c in enumerate(rules.queues.admission_checks) if c.name == check), None)
         prov[("spec", "admissionChecksStrategy", "admissionChecks", i)] = [
             x.rule("Queues", "admissionChecks", index, "name", value=check) if index is not None else "rules"]
     obj = x.render("ClusterQueue", queue)
@@ -224,7 +224,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
     for key in ("generalGroup", "acceleratorGroup", "acceleratable", "os", "arch", "inactive"):
         if key in spec:
             it.add(f"{key}: {show(spec[key])}")
-    if not aware and spec.get("generalGroup") not in (None, "", x.rules.generic_group):
+    if not aware and spec.get("generalGroup") not in (None, "", x.rules.grouping.generic_group):
         it.add(f"no general.* label: {x.named_one('Grouping:aware')} is false, so generalGroup is not selected on",
                *x.settings_of("Grouping:aware"))
 
@@ -247,7 +247,7 @@ def explain_queue(x: Explainer, queue: ClusterQueuePlan) -> Report:
         sel.add(f"plan refused: {queue.refusal}")
 
     quota = report.section("Quota")
-    rule = rules.quota_accelerated if acceleratable else rules.quota_cpu
+    rule = rules.queues.quota_accelerated if acceleratable else rules.queues.quota_cpu
     kind_name = "accelerated" if acceleratable else "cpu"
     if queue.flavors:
         manufacturer = selected[0]["manufacturer"] if selected else ""
@@ -408,7 +408,7 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
         spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else it.spec.model_dump(exclude_none=True)
         for key, value in spec.items():
             section.add(f"spec.{key}: {show(value)}")
-        if not x.rules.derive_instance_types({}, x.settings):  # type: ignore[misc]
+        if not x.rules.queues.derive_instance_types({}, x.settings):  # type: ignore[misc]
             section.add(f"{x.named_one('Queues:deriveInstanceTypes')} is false: no InstanceType is derived",
                         *x.settings_of("Queues:deriveInstanceTypes"))
         x.settings_report(report, x.named("Queues:deriveInstanceTypes"))
@@ -438,14 +438,14 @@ def explain_instance_type(x: Explainer, name: str) -> Report:
                 [x.rule("UnitResourcePresets", "fallback")] + preset_origins)
     prov: dict[Any, list[str]] = {
         ("metadata", "name"): [_fmt_origin(x, "Naming", ("pool", split, kind_name),
-                                           rules.pool_name[(aware, accel)].source, values),
+                                           rules.naming.pool[(aware, accel)].source, values),
                                *x.settings_of("Grouping:aware")],
         ("metadata", "labels"): ["marks an InstanceType derived from Nodes (create-only)"],
         ("spec", "displayName"): display_why,
         ("spec", "generalGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "generalGroup"),
-                                               rules.pool_identity[aware][0].source, values)],
+                                               rules.grouping.pool_identity[aware][0].source, values)],
         ("spec", "acceleratorGroup"): [_fmt_origin(x, "Grouping", ("pool", split, "acceleratorGroup"),
-                                                   rules.pool_identity[aware][1].source, values)],
+                                                   rules.grouping.pool_identity[aware][1].source, values)],
         ("spec", "acceleratable"): ["the pool is accelerated" if accel else "the pool is a CPU pool"],
         ("spec", "os"): ["the pool's os (its flavors' Node label kubernetes.io/os)"],
         ("spec", "arch"): ["the pool's arch (its flavors' Node label kubernetes.io/arch)"],
@@ -480,10 +480,10 @@ def explain_local_queue(x: Explainer, item: Any) -> Report:
     rules = x.rules
     report = Report("LocalQueue", item.name, namespace=item.namespace, template=x.template("LocalQueue"))
     prov: dict[Any, list[str]] = {
-        ("metadata", "name"): [_fmt_origin(x, "Naming", ("localQueue",), rules.local_queue_name.source,
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("localQueue",), rules.naming.local_queue.source,
                                            {"clusterQueue": item.cluster_queue})],
         ("metadata", "namespace"): [x.snap_ref("Namespace", item.namespace, "live and not reserved"),
-                                    x.rule("Namespaces", "reserved", value=sorted(rules.reserved_namespaces))],
+                                    x.rule("Namespaces", "reserved", value=sorted(rules.namespaces.reserved))],
         ("metadata", "annotations"): [f"the ClusterQueue it feeds: ClusterQueue/{item.cluster_queue}"],
         ("spec", "clusterQueue"): [f"ClusterQueue/{item.cluster_queue} (one LocalQueue per rendered ClusterQueue and "
                                    f"live, non-reserved Namespace)"],
@@ -492,7 +492,7 @@ def explain_local_queue(x: Explainer, item: Any) -> Report:
     section = report.section("Why")
     section.add(f"ClusterQueue/{item.cluster_queue} is rendered; Namespace {item.namespace} is live and not reserved",
                 x.rule("Namespaces", "reserved"))
-    reserved = sorted(ns for ns in rules.reserved_namespaces)
+    reserved = sorted(ns for ns in rules.namespaces.reserved)
     section.add(f"reserved namespaces (never get LocalQueues): {', '.join(reserved)}")
     report.facts.update(clusterQueue=item.cluster_queue)
     return report
@@ -511,11 +511,11 @@ def explain_topology(x: Explainer, item: Any) -> Report:
     rules = x.rules
     report = Report("Topology", item.name, template=x.template("Topology"))
     profile, configured = _topology_decision(x, item)
-    levels_from = ([x.rule("Topology", "levels", value=list(rules.topology_levels)) + " (hash to the profile)"]
+    levels_from = ([x.rule("Topology", "levels", value=list(rules.topology.levels)) + " (hash to the profile)"]
                    if configured else [x.snap_ref("Topology", item.name, "spec.levels (hash to the profile; the "
                                                                          "configured levels do not)")])
     prov: dict[Any, list[str]] = {
-        ("metadata", "name"): [_fmt_origin(x, "Naming", ("topology",), rules.topology_name.source, {"profile": profile})],
+        ("metadata", "name"): [_fmt_origin(x, "Naming", ("topology",), rules.naming.topology.source, {"profile": profile})],
         ("spec", "levels"): levels_from,
     }
     x.attach_fields(report, x.render("Topology", item), prov)
@@ -533,7 +533,7 @@ def explain_topology(x: Explainer, item: Any) -> Report:
 def explain_admission_check(x: Explainer, item: Any) -> Report:
     rules = x.rules
     report = Report("AdmissionCheck", item.name, template=x.template("AdmissionCheck"))
-    index = next(i for i, c in enumerate(rules.admission_checks) if c.name == item.name)
+    index = next(i for i, c in enumerate(rules.queues.admission_checks) if c.name == item.name)
     prov: dict[Any, list[str]] = {
         ("metadata", "name"): [x.rule("Queues", "admissionChecks", index, "name", value=item.name)],
         ("spec", "controllerName"): [x.rule("Queues", "admissionChecks", index, "controllerName",

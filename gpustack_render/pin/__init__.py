@@ -114,7 +114,7 @@ class PinResult:
 
 def pin_keys(rules: Rules, group: str) -> tuple[str, str]:
     """The two node label keys of ``group``: the fit-label formats of rules/capacity.yaml."""
-    return rules.fit_sliced_label.render({"aKey": group}), rules.fit_shared_label.render({"aKey": group})
+    return rules.capacity.fit_sliced_label.render({"aKey": group}), rules.capacity.fit_shared_label.render({"aKey": group})
 
 
 def requirements(units: int, shared: int, keys: tuple[str, str]) -> list[Requirement]:
@@ -184,21 +184,21 @@ def pin_workload(workload: WorkloadInput, rules: Rules, chain: QueueChain, setti
     if not queue:
         result.note = "no spec.queueName, so not an operator queue"
         return result
-    if not rules.local_queue_pattern.match(queue):  # named by Naming localQueue: an operator queue
+    if not rules.naming.local_queue_pattern.match(queue):  # named by Naming localQueue: an operator queue
         result.note = f"queue {queue} is not an operator queue"
         return result
     demanding = [p for p in workload.podsets if p.demand.pins]
     if not demanding:
         result.note = "no PodSet has a demand (sliced units U > 0 or shared cards N >= 2)"
         return result
-    if not rules.workload_fit_when({}, settings):
+    if not rules.capacity.workload_fit_when({}, settings):
         setting = rules.conditions["Capacity:workloadFit.when"].setting
         result.note = (f"setting {setting} is false" if setting is not None else
                        f"Capacity workloadFit.when does not hold (settings: "
                        f"{', '.join(rules.settings_of('Capacity:workloadFit.when')) or 'none'})")
         return result
     queue_type = (rules.vocabulary.queueType.key, rules.vocabulary.queueType.queue)
-    group, reason = chain.resolve(workload.namespace, queue, queue_type, rules.reserved_namespaces)
+    group, reason = chain.resolve(workload.namespace, queue, queue_type, rules.namespaces.reserved)
     if group is None:
         result.note = reason
         return result

@@ -31,14 +31,14 @@ class ResourceClassifier:
         self.worker_group = rules.vocabulary.workerApiGroup  # the operator's kinds (not Workloads) are in it
         self._exact: dict[str, str] = {}
         self._prefixes: list[tuple[str, str]] = []
-        pins = ((rules.pin_sliced_card, SLICED_CARD), (rules.pin_sliced_units, SLICED_UNITS),
-                (rules.pin_shared_cards, SHARED_CARDS))
-        for manufacturer in sorted(rules.manufacturers.values(), key=lambda m: m.name):
+        pins = ((rules.capacity.pin_sliced_card, SLICED_CARD), (rules.capacity.pin_sliced_units, SLICED_UNITS),
+                (rules.capacity.pin_shared_cards, SHARED_CARDS))
+        for manufacturer in sorted(rules.manufacturers.by_name.values(), key=lambda m: m.name):
             values = {"base": manufacturer.resource_base}
             for fmt, cls in pins:  # the demand classes win over the families' own keys
                 self._exact.setdefault(fmt.render(values), cls)
             self._exact.setdefault(manufacturer.resource_base, EXCLUSIVE)
-            for family in rules.capacity_families:
+            for family in rules.capacity.families:
                 self._exact.setdefault(family.pool.render(values), family.name)
                 for key_fmt, _ in family.keys:
                     self._exact.setdefault(key_fmt.render(values), family.name)

@@ -13,7 +13,8 @@ from gpustack_render.errors import Problem
 from gpustack_render.rules import admission, checks, kinds, meta, naming, schema
 from gpustack_render.rules.compiler import Compiler, format_matcher
 from gpustack_render.rules.lifecycle import compile_lifecycle
-from gpustack_render.rules.model import FlavorKind, Rules
+from gpustack_render.rules.model import (CapacityRules, FlavorKind, GroupingRules, ManufacturersRules, NamespacesRules,
+                                         NamingRules, QueuesRules, Rules, SettingsRules, TopologyRules)
 from gpustack_render.rules.read import Document, record_origins
 
 T = TypeVar("T")
@@ -86,50 +87,50 @@ def _flavor(names: naming.CompiledNaming, grouping: naming.CompiledGrouping, kin
 
 def _assemble(c: Compiler, models: dict[str, Any], parts: dict[str, Any]) -> Rules:
     """The frozen :class:`Rules` from the compiled parts of a problem-free load."""
-    settings, manus, grouping_model = models["Settings"], models["Manufacturers"], models["Grouping"]
-    names: naming.CompiledNaming = parts["Naming"]
-    grouping: naming.CompiledGrouping = parts["Grouping"]
+    settings, queues_model = models["Settings"], models["Queues"]
     queues: kinds.CompiledQueues = parts["Queues"]
     capacity: kinds.CompiledCapacity = parts["Capacity"]
-    cruft, id_prefix_max, normalisation = parts["Normalisation"]
-    vocabulary, profile_format, profile_pattern = _req(parts["Vocabulary"])
-    flavor_cpu, flavor_accel = _flavor(names, grouping, "cpu"), _flavor(names, grouping, "accelerated")
-    lifecycle = parts["Lifecycle"]
-    pin = capacity.pin_formats
     strategy, entries = parts["Admission"]
     return Rules(
-        setting_defaults=dict(settings.defaults),
-        settings_source=(settings.source.namespace, settings.source.name),
-        units_per_accelerator=manus.unitsPerAccelerator,
-        manufacturers=parts["Manufacturers"], naming=names.display,
-        node_feature_name=_req(names.node_feature), topology_name=_req(names.topology),
-        local_queue_name=_req(names.local_queue), flavor_cpu=flavor_cpu, flavor_accelerated=flavor_accel,
-        pool_name={k: _req(v) for k, v in names.pool_name.items()},
-        catalog_name={k: _req(v) for k, v in names.catalog_name.items()},
-        pool_identity={k: (_req(g), _req(a)) for k, (g, a) in grouping.pool_identity.items()},
-        managed_key=grouping_model.managedLabel.key, managed_stamp_value=grouping_model.managedLabel.stampValue,
-        managed_stamp_when=_req(grouping.managed_stamp_when), cpu_only_key=grouping_model.cpuOnlyLabel.key,
-        cpu_only_when=_req(grouping.cpu_only_when),
-        normalisation=normalisation, cruft_steps=cruft, id_prefix_max_length=id_prefix_max,
-        presets=parts["UnitResourcePresets"][1], preset_entries=parts["UnitResourcePresets"][0],
-        reserved_namespaces=parts["Namespaces"], topology_levels=parts["Topology"],
-        max_flavors_per_group=models["Queues"].maxFlavorsPerGroup,
-        quota_cpu=_req(queues.quota_cpu), quota_accelerated=_req(queues.quota_accelerated),
-        admission_checks=queues.admission_checks, capacity_families=capacity.families,
-        fit_sliced_label=_req(capacity.fit_sliced_label), fit_shared_label=_req(capacity.fit_shared_label),
-        share_units=capacity.share_units, shared_modes=capacity.shared_modes,
-        pin_sliced_card=_req(pin[0]), pin_sliced_units=_req(pin[1]), pin_shared_cards=_req(pin[2]),
-        resource_flavor_prefix=os.path.commonprefix([flavor_cpu.name.parts[0][0], flavor_accel.name.parts[0][0]]),
-        lifecycle=lifecycle.stop_policy, lifecycle_warnings=lifecycle.warnings, lifecycle_save=lifecycle.save,
-        lifecycle_markers=lifecycle.markers,
-        origins=c.origins, conditions=c.conditions, fit_populations=capacity.fit_populations, diff=parts["Diff"], output=parts["Output"],
-        vocabulary=vocabulary, pool_aware=_req(grouping.aware),
-        derive_instance_types=_req(queues.derive_instance_types), workload_fit_when=_req(capacity.workload_fit_when),
-        setting_refs=c.setting_refs, profile_format=profile_format, profile_pattern=profile_pattern,
-        local_queue_pattern=format_matcher(_req(names.local_queue), ".*", ".*")[1],
-        generic_group=grouping.generic_group,
+        settings=SettingsRules(dict(settings.defaults), (settings.source.namespace, settings.source.name)),
+        manufacturers=ManufacturersRules(models["Manufacturers"].unitsPerAccelerator, parts["Manufacturers"]),
+        naming=_naming(parts["Naming"]), grouping=_grouping(models["Grouping"], parts["Naming"], parts["Grouping"]),
+        normalisation=parts["Normalisation"], presets=parts["UnitResourcePresets"],
+        namespaces=NamespacesRules(parts["Namespaces"]), topology=TopologyRules(parts["Topology"]),
+        queues=QueuesRules(_req(queues.quota_cpu), _req(queues.quota_accelerated), queues.admission_checks,
+                           queues_model.maxFlavorsPerGroup, _req(queues.derive_instance_types)),
+        capacity=_capacity(capacity), lifecycle=parts["Lifecycle"], diff=parts["Diff"], output=parts["Output"],
+        vocabulary=_req(parts["Vocabulary"]),
         admission=admission.derive(strategy, entries, _admission_resources(parts, queues, capacity)),
+        origins=c.origins, conditions=c.conditions, setting_refs=c.setting_refs,
     )
+
+
+def _naming(names: naming.CompiledNaming) -> NamingRules:
+    flavors = [_req(names.flavor[kind_name]) for kind_name in ("cpu", "accelerated")]
+    return NamingRules(
+        _req(names.node_feature), _req(names.topology), _req(names.local_queue),
+        format_matcher(_req(names.local_queue), ".*", ".*")[1],
+        {k: _req(v) for k, v in names.pool_name.items()}, {k: _req(v) for k, v in names.catalog_name.items()},
+        os.path.commonprefix([flavor.parts[0][0] for flavor in flavors]),
+        names.unawareCpuDisplayName, names.displayNameMaxLength)
+
+
+def _grouping(model: schema.GroupingRules, names: naming.CompiledNaming,
+              grouping: naming.CompiledGrouping) -> GroupingRules:
+    return GroupingRules(
+        _flavor(names, grouping, "cpu"), _flavor(names, grouping, "accelerated"),
+        {k: (_req(g), _req(a)) for k, (g, a) in grouping.pool_identity.items()},
+        model.managedLabel.key, model.managedLabel.stampValue, _req(grouping.managed_stamp_when),
+        model.cpuOnlyLabel.key, _req(grouping.cpu_only_when), _req(grouping.aware), grouping.generic_group)
+
+
+def _capacity(capacity: kinds.CompiledCapacity) -> CapacityRules:
+    pin = capacity.pin_formats
+    return CapacityRules(
+        capacity.families, _req(capacity.fit_sliced_label), _req(capacity.fit_shared_label), capacity.share_units,
+        capacity.shared_modes, capacity.fit_populations, _req(pin[0]), _req(pin[1]), _req(pin[2]),
+        _req(capacity.workload_fit_when))
 
 
 def _admission_resources(parts: dict[str, Any], queues: kinds.CompiledQueues,

@@ -59,9 +59,9 @@ def _regex_rewrite(c: Compiler, kind: str, loc: Loc, pattern_key: str, regex: st
     return c.at(kind, loc, lambda: check_replacement(pattern, replacement))  # points at its replace
 
 
-def compile_presets(c: Compiler, presets: schema.PresetRules) -> tuple[dict[str, tuple[PresetEntry, ...]], Presets]:
-    """The product match table, flattened to token prefixes (unknown tiers and duplicates refused),
-    and the rule file as a frozen value."""
+def compile_presets(c: Compiler, presets: schema.PresetRules) -> Presets:
+    """The rule file as a frozen value, with the product match table flattened to token prefixes
+    (unknown tiers and duplicates refused)."""
     tiers = set(presets.tiers)
     entries: dict[str, tuple[PresetEntry, ...]] = {}
     seps = "[" + re.escape(presets.tokenSeparators) + "]"
@@ -83,10 +83,10 @@ def compile_presets(c: Compiler, presets: schema.PresetRules) -> tuple[dict[str,
                 seen_prefixes[tokens] = i
                 flat.append(PresetEntry(row.tier, tokens, tuple((k.lower(), v) for k, v in row.by.items())))
         entries[manu] = tuple(flat)
-    return entries, _presets(presets)
+    return _presets(presets, entries)
 
 
-def _presets(presets: schema.PresetRules) -> Presets:
+def _presets(presets: schema.PresetRules, entries: dict[str, tuple[PresetEntry, ...]]) -> Presets:
     def tier(units: schema.UnitResources) -> PresetTier:
         return PresetTier(units.cpu, units.ram)
     return Presets(
@@ -94,7 +94,8 @@ def _presets(presets: schema.PresetRules) -> Presets:
         MappingProxyType({name: tier(units) for name, units in presets.tiers.items()}),
         frozenset(presets.ignoreLeadingTokens), presets.tokenSeparators,
         MappingProxyType({manu: tuple(PresetRow(row.tier, tuple(row.prefixes), MappingProxyType(dict(row.by)))
-                                      for row in rows) for manu, rows in presets.manufacturers.items()}))
+                                      for row in rows) for manu, rows in presets.manufacturers.items()}),
+        entries)
 
 
 def compile_topology(c: Compiler, topology: schema.TopologyRules) -> tuple[str, ...]:
@@ -115,10 +116,9 @@ def compile_namespaces(c: Compiler, namespaces: schema.NamespaceRules) -> frozen
     return frozenset(reserved)
 
 
-def compile_normalisation(c: Compiler, norm: schema.NormalisationRules
-                          ) -> tuple[tuple[Callable[[str], str], ...], dict[int, Arithmetic], Normalisation]:
-    """The NormalizeName cruft steps as functions, the idPrefix length expressions and the rule
-    file as a frozen value."""
+def compile_normalisation(c: Compiler, norm: schema.NormalisationRules) -> Normalisation:
+    """The rule file as a frozen value, with the NormalizeName cruft steps as functions and the
+    idPrefix length expressions."""
     id_prefix_max: dict[int, Arithmetic] = {}
     for i, source in enumerate(norm.gKey.idPrefix):
         if isinstance(source, schema.AnnotationSource):
@@ -131,10 +131,11 @@ def compile_normalisation(c: Compiler, norm: schema.NormalisationRules
         compiled = c.at("Normalisation", ("normalizeName", "cruft", i), partial(_cruft_step, step))
         if compiled:
             cruft.append(compiled)
-    return tuple(cruft), id_prefix_max, _normalisation(norm)
+    return _normalisation(norm, tuple(cruft), id_prefix_max)
 
 
-def _normalisation(norm: schema.NormalisationRules) -> Normalisation:
+def _normalisation(norm: schema.NormalisationRules, cruft: tuple[Callable[[str], str], ...],
+                   id_prefix_max: dict[int, Arithmetic]) -> Normalisation:
     g, spec = norm.gKey, norm.normalizeName
     sources = tuple(AnnotationIdSource(s.annotation, s.stripCruft, s.maxLength)
                     if isinstance(s, schema.AnnotationSource) else LabelsIdSource(tuple(s.labels), s.join)
@@ -144,7 +145,8 @@ def _normalisation(norm: schema.NormalisationRules) -> Normalisation:
     return Normalisation(
         GKeyRule(g.maxLength, manufacturer, sources), AKeyRule(norm.aKey.labelPrefix, norm.aKey.value),
         NormalizeNameRule(tuple(_cruft_rule(step) for step in spec.cruft), spec.spaceBecomes, spec.keep,
-                          spec.separators))
+                          spec.separators),
+        cruft, id_prefix_max)
 
 
 def _cruft_rule(step: Any) -> CruftRule:
@@ -177,7 +179,7 @@ def _cruft_step(step: Any) -> Callable[[str], str]:
 
 
 class CompiledQueues(msgspec.Struct, frozen=True, eq=False):
-    """``rules/queues.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
+    """``rules/queues.yaml`` compiled, None where a part did not (made into :class:`QueuesRules`)."""
     quota_cpu: QuotaRule | None
     quota_accelerated: QuotaRule | None
     admission_checks: tuple[AdmissionCheckRule, ...]
@@ -203,7 +205,7 @@ def compile_queues(c: Compiler, queues: schema.QueueRules, m: int) -> CompiledQu
 
 
 class CompiledCapacity(msgspec.Struct, frozen=True, eq=False):
-    """``rules/capacity.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
+    """``rules/capacity.yaml`` compiled, None where a part did not (made into :class:`CapacityRules`)."""
     families: tuple[CapacityFamilyRule, ...]
     fit_sliced_label: NameFormat | None
     fit_shared_label: NameFormat | None

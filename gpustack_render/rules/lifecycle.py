@@ -4,26 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler, Loc
 from gpustack_render.rules.expressions import always
-from gpustack_render.rules.model import LifecycleMarkers, LifecycleWarningRule, SavedStopPolicyRule, StopPolicyRule
+from gpustack_render.rules.model import (LifecycleMarkers, LifecycleRules, LifecycleWarningRule, SavedStopPolicyRule,
+                                         StopPolicyRule)
 
 
-class CompiledLifecycle(msgspec.Struct, frozen=True, eq=False):
-    """rules/lifecycle.yaml compiled."""
-    stop_policy: tuple[StopPolicyRule, ...]
-    save: tuple[SavedStopPolicyRule, ...]
-    warnings: tuple[LifecycleWarningRule, ...]
-    markers: LifecycleMarkers
-
-
-def compile_lifecycle(c: Compiler, lifecycle: schema.LifecycleRules) -> CompiledLifecycle:
+def compile_lifecycle(c: Compiler, lifecycle: schema.LifecycleRules) -> LifecycleRules:
     m = lifecycle.markers
-    return CompiledLifecycle(_stop_policy(c, lifecycle), _save(c, lifecycle), _warnings(c, lifecycle),
-                             LifecycleMarkers(m.emptyPlanHold, m.savedStopPolicy, m.savedWhenUnset, m.inactiveHold))
+    return LifecycleRules(_stop_policy(c, lifecycle), _save(c, lifecycle), _warnings(c, lifecycle),
+                          LifecycleMarkers(m.emptyPlanHold, m.savedStopPolicy, m.savedWhenUnset, m.inactiveHold))
 
 
 def _stop_policy(c: Compiler, lifecycle: schema.LifecycleRules) -> tuple[StopPolicyRule, ...]:

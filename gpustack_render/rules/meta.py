@@ -16,7 +16,7 @@ from gpustack_render.rules.model import (CpuAnnotations, DiffDefaultValue, DiffI
 
 
 def compile_vocabulary(c: Compiler, vocab: schema.VocabularyRules
-                       ) -> tuple[Vocabulary, NameFormat, re.Pattern[str]] | None:
+                       ) -> Vocabulary | None:
     """rules/vocabulary.yaml: every key must be one the API server accepts (a prefix: with a name
     after it), and the topology profile format must be a valid label value with its ``{levels}``."""
     keys: list[tuple[tuple[str | int, ...], str]] = [
@@ -48,17 +48,18 @@ def compile_vocabulary(c: Compiler, vocab: schema.VocabularyRules
                "a profile names the topology levels: {levels|fnv64a}")
     elif problem := label_value(profile.render({"levels": ""})):
         c.fail("Vocabulary", ("topologyProfile", "format"), f"does not make a valid label value: {problem}")
-    return _vocabulary(vocab), profile, format_matcher(profile, ".*", "[0-9a-f]{16}")[1]
+    return _vocabulary(vocab, profile, format_matcher(profile, ".*", "[0-9a-f]{16}")[1])
 
 
-def _vocabulary(vocab: schema.VocabularyRules) -> Vocabulary:
+def _vocabulary(vocab: schema.VocabularyRules, profile: NameFormat, profile_pattern: re.Pattern[str]) -> Vocabulary:
     """The validated model as the frozen value the stages read (no pydantic model past the loader)."""
     cpu = vocab.cpuAnnotations
     return Vocabulary(
         vocab.workerApiGroup, vocab.nodeFeatureNamespace, vocab.generalGroupPrefix, vocab.acceleratableLabel,
         TopologyProfileLabel(vocab.topologyProfile.label, vocab.topologyProfile.format), vocab.tasQueueAnnotation,
         QueueTypeLabel(vocab.queueType.key, vocab.queueType.flavor, vocab.queueType.queue), vocab.notePrefix,
-        CpuAnnotations(cpu.product, cpu.family, MappingProxyType(dict(cpu.detail)), MappingProxyType(dict(cpu.cache))))
+        CpuAnnotations(cpu.product, cpu.family, MappingProxyType(dict(cpu.detail)), MappingProxyType(dict(cpu.cache))),
+        profile, profile_pattern)
 
 
 def compile_diff(c: Compiler, diff: schema.DiffRules) -> DiffRules:

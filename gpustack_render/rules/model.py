@@ -81,7 +81,7 @@ class CpuManufacturerSource(msgspec.Struct, frozen=True, eq=False):
 
 class AnnotationIdSource(msgspec.Struct, frozen=True, eq=False):
     """A gKey idPrefix source read from an annotation (its ``maxLength`` expression, as written, is
-    compiled into :attr:`Rules.id_prefix_max_length`)."""
+    compiled into :attr:`Normalisation.id_prefix_max_length`)."""
     annotation: str
     stripCruft: bool
     maxLength: str
@@ -131,7 +131,7 @@ CruftRule = CruftCutAt | CruftDelete | CruftRegex | CruftTrim
 
 class NormalizeNameRule(msgspec.Struct, frozen=True, eq=False):
     """NormalizeName as written (``explain`` words each cruft step; the steps as functions are
-    :attr:`Rules.cruft_steps`)."""
+    :attr:`Normalisation.cruft_steps`)."""
     cruft: tuple[CruftRule, ...]
     spaceBecomes: str
     keep: str
@@ -139,10 +139,13 @@ class NormalizeNameRule(msgspec.Struct, frozen=True, eq=False):
 
 
 class Normalisation(msgspec.Struct, frozen=True, eq=False):
-    """``rules/normalisation.yaml`` compiled; fields named as in the file."""
+    """``rules/normalisation.yaml`` compiled; the entries named as in the file, then what is
+    compiled from them."""
     gKey: GKeyRule
     aKey: AKeyRule
     normalizeName: NormalizeNameRule
+    cruft_steps: tuple[Callable[[str], str], ...]  # normalizeName.cruft as functions
+    id_prefix_max_length: dict[int, Arithmetic]    # gKey.idPrefix[i].maxLength compiled
 
 
 class PresetRow(msgspec.Struct, frozen=True, eq=False):
@@ -154,7 +157,7 @@ class PresetRow(msgspec.Struct, frozen=True, eq=False):
 
 class Presets(msgspec.Struct, frozen=True, eq=False):
     """``rules/presets.yaml`` (UnitResourcePresets) compiled; the match table itself is
-    :attr:`Rules.preset_entries`, flattened to token prefixes."""
+    :attr:`entries`, flattened to token prefixes."""
     localStorage: str
     cpuPool: PresetTier
     fallback: PresetTier
@@ -162,6 +165,7 @@ class Presets(msgspec.Struct, frozen=True, eq=False):
     ignoreLeadingTokens: frozenset[str]
     tokenSeparators: str
     manufacturers: Mapping[str, tuple[PresetRow, ...]]
+    entries: dict[str, tuple[PresetEntry, ...]]  # manufacturer → its rows flattened for matching
 
 
 class AdmissionCheckRule(msgspec.Struct, frozen=True, eq=False):
@@ -254,7 +258,7 @@ class CpuAnnotations(msgspec.Struct, frozen=True, eq=False):
 
 class Vocabulary(msgspec.Struct, frozen=True, eq=False):
     """``rules/vocabulary.yaml`` compiled; fields named as the rule file names them, so a stage's
-    ``vocab.queueType.key`` reads like the entry it refers to."""
+    ``vocab.queueType.key`` reads like the entry it refers to; then what is compiled from them."""
     workerApiGroup: str
     nodeFeatureNamespace: str
     generalGroupPrefix: str
@@ -264,12 +268,8 @@ class Vocabulary(msgspec.Struct, frozen=True, eq=False):
     queueType: QueueTypeLabel
     notePrefix: str
     cpuAnnotations: CpuAnnotations
-
-
-class NamingDisplay(msgspec.Struct, frozen=True, eq=False):
-    """The Naming entries that are not name formats (those are compiled into :class:`Rules` fields)."""
-    unawareCpuDisplayName: str
-    displayNameMaxLength: int
+    profile_format: NameFormat         # topologyProfile.format compiled
+    profile_pattern: re.Pattern[str]   # ... as a matcher (a Node's own profile label)
 
 
 class DiffKind(msgspec.Struct, frozen=True, eq=False):
@@ -318,71 +318,115 @@ class DiffRules(msgspec.Struct, frozen=True, eq=False):
     defaults: tuple[DiffKindDefaults, ...]
 
 
-class Rules(msgspec.Struct, frozen=True, eq=False):
-    """Everything the engine needs, compiled. ``origins`` maps rule paths to ``file:line``."""
+class SettingsRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/settings.yaml`` compiled: each setting's default and the object that overrides them."""
+    defaults: dict[str, bool]
+    source: tuple[str, str]  # (namespace, name) of the snapshot's settings object
 
-    setting_defaults: dict[str, bool]
-    settings_source: tuple[str, str]
+
+class ManufacturersRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/manufacturers.yaml`` compiled: M and the manufacturers by name."""
     units_per_accelerator: int
-    manufacturers: dict[str, ManufacturerRule]
-    naming: NamingDisplay
-    node_feature_name: NameFormat
-    topology_name: NameFormat
-    local_queue_name: NameFormat
+    by_name: dict[str, ManufacturerRule]
+
+
+class NamingRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/naming.yaml`` compiled: the name formats (the flavor ones are in :class:`FlavorKind`)
+    and the display entries, these named as in the file."""
+    node_feature: NameFormat
+    topology: NameFormat
+    local_queue: NameFormat
+    local_queue_pattern: re.Pattern[str]  # localQueue as a matcher (pin's queue test)
+    pool: dict[tuple[bool, bool], NameFormat]     # (aware, accelerated) → format
+    catalog: dict[tuple[bool, bool], NameFormat]
+    resource_flavor_prefix: str  # the literal start shared by both flavor name formats
+    unawareCpuDisplayName: str
+    displayNameMaxLength: int
+
+
+class GroupingRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/grouping.yaml`` compiled (a flavor kind's name format comes from Naming)."""
     flavor_cpu: FlavorKind
     flavor_accelerated: FlavorKind
-    pool_name: dict[tuple[bool, bool], NameFormat]          # (aware, accelerated) → format
-    catalog_name: dict[tuple[bool, bool], NameFormat]
     pool_identity: dict[bool, tuple[NameFormat, NameFormat]]  # aware → (generalGroup, acceleratorGroup)
     managed_key: str
     managed_stamp_value: str
     managed_stamp_when: CompiledCondition
     cpu_only_key: str
     cpu_only_when: CompiledCondition
-    normalisation: Normalisation
-    cruft_steps: tuple[Callable[[str], str], ...]
-    id_prefix_max_length: dict[int, Arithmetic]
-    presets: Presets
-    preset_entries: dict[str, tuple[PresetEntry, ...]]
-    reserved_namespaces: frozenset[str]
-    topology_levels: tuple[str, ...]
-    max_flavors_per_group: int
+    aware: CompiledCondition  # pools split per CPU key
+    generic_group: str  # pool.whenUnaware.generalGroup: the pool not split per CPU key
+
+
+class NamespacesRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/namespaces.yaml`` compiled."""
+    reserved: frozenset[str]
+
+
+class TopologyRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/topology.yaml`` compiled: the levels, the last one the hostname."""
+    levels: tuple[str, ...]
+
+
+class QueuesRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/queues.yaml`` compiled."""
     quota_cpu: QuotaRule
     quota_accelerated: QuotaRule
     admission_checks: tuple[AdmissionCheckRule, ...]
-    capacity_families: tuple[CapacityFamilyRule, ...]
+    max_flavors_per_group: int
+    derive_instance_types: CompiledCondition
+
+
+class CapacityRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/capacity.yaml`` compiled."""
+    families: tuple[CapacityFamilyRule, ...]
     fit_sliced_label: NameFormat
     fit_shared_label: NameFormat
     share_units: int
     shared_modes: frozenset[int]
+    fit_populations: FitPopulations  # fitLabels.populations
     pin_sliced_card: NameFormat    # Workload fit pin: resources that make a demand ({base})
     pin_sliced_units: NameFormat
     pin_shared_cards: NameFormat
-    resource_flavor_prefix: str  # the literal start shared by both flavor name formats
-    lifecycle: tuple[StopPolicyRule, ...]
-    lifecycle_warnings: tuple[LifecycleWarningRule, ...]
-    lifecycle_save: tuple[SavedStopPolicyRule, ...]
-    lifecycle_markers: LifecycleMarkers
+    workload_fit_when: CompiledCondition  # workloadFit.when: the pin applies
+
+
+class LifecycleRules(msgspec.Struct, frozen=True, eq=False):
+    """``rules/lifecycle.yaml`` compiled."""
+    stop_policy: tuple[StopPolicyRule, ...]
+    save: tuple[SavedStopPolicyRule, ...]
+    warnings: tuple[LifecycleWarningRule, ...]
+    markers: LifecycleMarkers
+
+
+class Rules(msgspec.Struct, frozen=True, eq=False):
+    """Everything the engine needs, compiled: one record per rule kind (``rules.naming``,
+    ``rules.queues``, ...), and what spans the kinds: ``origins`` maps rule paths to ``file:line``,
+    ``conditions`` and ``setting_refs`` describe each entry's condition for ``explain``."""
+
+    settings: SettingsRules
+    manufacturers: ManufacturersRules
+    naming: NamingRules
+    grouping: GroupingRules
+    normalisation: Normalisation
+    presets: Presets
+    namespaces: NamespacesRules
+    topology: TopologyRules
+    queues: QueuesRules
+    capacity: CapacityRules
+    lifecycle: LifecycleRules
+    diff: DiffRules                           # checked by meta.compile_diff
+    output: Mapping[str, KindMetadata]        # rules/output.yaml: rendered kind → extra metadata
+    # The operator's vocabulary and the settings reach the stages only through these rule entries.
+    vocabulary: Vocabulary
+    admission: AdmissionRule  # rules/admission.yaml derived per manufacturer (admit: quota usage)
     origins: Mapping[str, str]                # "Kind:path" → file:line (explain)
     conditions: Mapping[str, RuleCondition]   # "Kind:path" → its condition as explain shows it
-    fit_populations: FitPopulations           # Capacity fitLabels.populations
-    diff: DiffRules                           # rules/diff.yaml, checked by meta.compile_diff
-    output: Mapping[str, KindMetadata]        # rendered kind → extra metadata
-    # The operator's vocabulary and the settings reach the stages only through these rule entries.
-    vocabulary: Vocabulary                    # rules/vocabulary.yaml
-    pool_aware: CompiledCondition             # Grouping aware: pools split per CPU key
-    derive_instance_types: CompiledCondition  # Queues deriveInstanceTypes
-    workload_fit_when: CompiledCondition      # Capacity workloadFit.when: the pin applies
     setting_refs: Mapping[str, tuple[str, ...]]  # "Kind:path" → settings its condition names
-    profile_format: NameFormat                # Vocabulary topologyProfile.format
-    profile_pattern: re.Pattern[str]          # ... as a matcher (a Node's own profile label)
-    local_queue_pattern: re.Pattern[str]      # Naming localQueue as a matcher (pin's queue test)
-    generic_group: str  # Grouping pool.whenUnaware.generalGroup: the pool not split per CPU key
-    admission: AdmissionRule  # rules/admission.yaml derived per manufacturer (admit: quota usage)
 
     def is_aware(self, settings: Mapping[str, bool]) -> bool:
         """Grouping ``aware``: whether pools are split per CPU key under these settings."""
-        return bool(self.pool_aware({}, settings))
+        return bool(self.grouping.aware({}, settings))
 
     def verdict(self, entry: str) -> CompiledVerdict:
         """The verdict twin of the condition at ``entry`` (``"Queues:admissionChecks.0.when"``); an

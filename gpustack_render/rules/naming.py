@@ -8,7 +8,7 @@ from gpustack_render.errors import did_you_mean
 from gpustack_render.rules import schema
 from gpustack_render.rules.compiler import Compiler
 from gpustack_render.rules.expressions import CompiledCondition, NameFormat
-from gpustack_render.rules.model import ACCEL_FLAVOR_FIELDS, CPU_FLAVOR_FIELDS, NamingDisplay
+from gpustack_render.rules.model import ACCEL_FLAVOR_FIELDS, CPU_FLAVOR_FIELDS
 
 FLAVOR_KINDS = (("cpu", CPU_FLAVOR_FIELDS), ("accelerated", ACCEL_FLAVOR_FIELDS))
 SPLITS = ((True, "whenAware"), (False, "whenUnaware"))
@@ -23,7 +23,8 @@ class CompiledNaming(msgspec.Struct, frozen=True, eq=False):
     flavor: dict[str, NameFormat | None]                   # cpu / accelerated
     pool_name: dict[tuple[bool, bool], NameFormat | None]  # (aware, accelerated) → format
     catalog_name: dict[tuple[bool, bool], NameFormat | None]
-    display: NamingDisplay
+    unawareCpuDisplayName: str
+    displayNameMaxLength: int
 
 
 def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
@@ -50,7 +51,7 @@ def compile_naming(c: Compiler, naming: schema.NamingRules) -> CompiledNaming:
             c.fail("Naming", loc, f"must contain the placeholder {{{field_name}}}",
                    f"every {field_name} gets its own object: without it they would all get one name")
     return CompiledNaming(node_feature, topology, local_queue, flavor, pool_name, catalog_name,
-                          NamingDisplay(naming.unawareCpuDisplayName, naming.displayNameMaxLength))
+                          naming.unawareCpuDisplayName, naming.displayNameMaxLength)
 
 
 class CompiledGroupingFlavor(msgspec.Struct, frozen=True, eq=False):
@@ -61,7 +62,7 @@ class CompiledGroupingFlavor(msgspec.Struct, frozen=True, eq=False):
 
 
 class CompiledGrouping(msgspec.Struct, frozen=True, eq=False):
-    """``rules/grouping.yaml`` compiled, for :func:`compile_rules` to spread into :class:`Rules`."""
+    """``rules/grouping.yaml`` compiled, None where a part did not (made into :class:`GroupingRules`)."""
     flavor: dict[str, CompiledGroupingFlavor]
     pool_identity: dict[bool, tuple[NameFormat | None, NameFormat | None]]  # aware → (general, accelerator)
     managed_stamp_when: CompiledCondition | None

@@ -102,7 +102,7 @@ def meant_pools(ctx: Any, warnings: Iterable[str], akey_label: re.Pattern[str]) 
     count label that is not a number drops the group's flavor on every Node, and with it the pool)."""
     out: dict[str, tuple[str, str]] = {}
     facts: dict[str, Any] | None = None
-    name_format = ctx.rules.pool_name[(ctx.rules.is_aware(ctx.settings), True)]
+    name_format = ctx.rules.naming.pool[(ctx.rules.is_aware(ctx.settings), True)]
     for warning in warnings:
         meant = set(akey_label.findall(warning))
         refs = [(kind, name.rstrip(".")) for kind, name in _REFERENCE.findall(warning)]
@@ -140,8 +140,8 @@ def _accelerator(ctx: Any, name: str, flavors: Sequence[FlavorPlan]) -> tuple[bo
 def _fit(rules: Any, akey: str, nodes: Iterable[str],
          fit_labels: Mapping[str, Mapping[str, str]]) -> tuple[int | None, int | None]:
     """(free cards summed over the pool's Nodes, the largest free slice on any one card)."""
-    shared_key = rules.fit_shared_label.render({"aKey": akey})
-    sliced_key = rules.fit_sliced_label.render({"aKey": akey})
+    shared_key = rules.capacity.fit_shared_label.render({"aKey": akey})
+    sliced_key = rules.capacity.fit_sliced_label.render({"aKey": akey})
     shared = [_int(fit_labels.get(n, {}).get(shared_key)) for n in nodes]
     sliced = [_int(fit_labels.get(n, {}).get(sliced_key)) for n in nodes]
     shared_known = [v for v in shared if v is not None]
