@@ -1,8 +1,8 @@
 """YAML and JSON input/output.
 
-Two loaders on purpose: bulk snapshot data goes through stdlib ``json`` or libyaml (PyYAML's C
-loader), because pure-Python YAML loaders take minutes on 40 MB snapshots; rule files go through
-ruamel's round-trip loader, slow but it remembers line and column for error messages.
+Bulk snapshot data goes through stdlib ``json`` or libyaml (PyYAML's C loader), because
+pure-Python YAML loaders take minutes on 40 MB snapshots; rule files and templates are read, with
+their positions, by :mod:`gpustack_render.rulesyaml` (ruamel's round-trip loader).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import orjson
 import yaml
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError, YAMLStreamError
 from ruamel.yaml.resolver import implicit_resolvers as _ruamel_implicit_resolvers
 
 from gpustack_render.errors import Problem, UserError
@@ -167,35 +165,6 @@ def read_text(path: Path, display: str) -> str:
         raise UserError.single("not UTF-8 text", file=display) from None
     except OSError as err:
         raise UserError.single(f"cannot read: {err.strerror or err}", file=display) from None
-
-
-def load_roundtrip(path: Path, display: str) -> Any:
-    """Load one rule file (or template) with positions for ``file:line:col`` messages (see
-    :func:`parse_roundtrip`)."""
-    return parse_roundtrip(read_text(path, display), display)
-
-
-def parse_roundtrip(text: str, display: str) -> Any:
-    """Parse a rule file's (or template's) text with positions: by libyaml when the text is in the
-    subset where it builds exactly what ruamel's round-trip loader builds
-    (:mod:`gpustack_render.yamlpos`, over ten times faster), else by ruamel, as always (its values,
-    positions and error messages)."""
-    from gpustack_render import yamlpos
-    try:
-        return yamlpos.load(text)
-    except yamlpos.Declined:
-        pass
-    loader = YAML(typ="rt")
-    try:
-        return loader.load(text)
-    except MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        raise UserError([Problem(f"invalid YAML: {err.problem or err.context}", file=display,
-                                 line=mark.line + 1 if mark else None,
-                                 column=mark.column + 1 if mark else None)]) from None
-    except (YAMLError, YAMLStreamError, ValueError, LookupError, TypeError) as err:  # ruamel's unmarked errors:
-        # a bad character (ReaderError), a tagged scalar its constructor fails on (`!!int x`, `!!bool x`)
-        raise UserError([Problem(f"invalid YAML: {str(err).splitlines()[0]}", file=display)]) from None
 
 
 def dump_yaml_stream(objects: Iterable[Any]) -> str:

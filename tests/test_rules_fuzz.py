@@ -15,7 +15,7 @@ A failing example prints its mutations. ``FUZZ_EXAMPLES=5000`` runs more example
 per mutation kind, each kind applied first in turn and checked to have acted; 200 drawn at random
 with ``GPUSTACK_RENDER_THOROUGH=1``), ``FUZZ_SEED=N`` another sequence. To stay within ~20 s, one example's rules are loaded once for all
 its commands (``load_rules`` memoised per example: the same function every command calls) and
-unchanged rule files are parsed once (``load_roundtrip`` memoised by path and content).
+unchanged rule files are parsed once (``rulesyaml.load`` memoised by path and content).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 import gpustack_render.pipeline as pipeline
 import gpustack_render.rules as rules_pkg
-import gpustack_render.rules.read as rules_read
+import gpustack_render.rulesyaml as rulesyaml
 from gpustack_render.cli import main
 from gpustack_render.rules.expressions import FACTS
 
@@ -343,7 +343,7 @@ def mutate(seed: int, first: Callable[[Mutant], None] | None = None) -> Mutant:
 def fast_rules(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """Memoise rule loading per example and parsing per unchanged file; returns the per-example reset."""
     parsed: dict[tuple[str, str], Any] = {}
-    real_parse = rules_read.load_roundtrip
+    real_parse = rulesyaml.load
 
     def parse(path: Path, display: str) -> Any:
         key = (display, path.read_text(encoding="utf-8"))
@@ -372,7 +372,7 @@ def fast_rules(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
             raise value
         return value
 
-    monkeypatch.setattr(rules_read, "load_roundtrip", parse)
+    monkeypatch.setattr(rulesyaml, "load", parse)
     monkeypatch.setattr(rules_pkg, "load_rules", load)
     monkeypatch.setattr(pipeline, "load_rules", load)
     return loaded.clear

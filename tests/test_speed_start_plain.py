@@ -28,7 +28,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from ruamel.yaml.scalarint import ScalarInt
 
-from gpustack_render import yamlpos
+from gpustack_render import rulesyaml
 from gpustack_render.rules import plain, schema
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ ODD_KEYS = ["bogus", "not_", "not", "fact", "all", "", "kind", "when"]
 
 
 def _documents() -> list[Any]:
-    return [yamlpos.load(path.read_text(encoding="utf-8")) for path in RULE_FILES]
+    return [rulesyaml.load(path, str(path)) for path in RULE_FILES]
 
 
 def _assert_same(mine: Any, theirs: Any, path: tuple[Any, ...] = ()) -> None:
@@ -99,7 +99,7 @@ def test_every_rule_kind_is_read_by_the_walker(kind: str) -> None:
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_rule_files_are_built_as_pydantic_builds_them(path: Path) -> None:
-    data = yamlpos.load(path.read_text(encoding="utf-8"))
+    data = rulesyaml.load(path, str(path))
     assert _compare(data) == "plain"
 
 

@@ -4,9 +4,6 @@ where it should be and that it gives exactly what the slow one gives.
 
 - ``--help`` imports none of the heavy libraries (a fresh interpreter, checked through sys.modules);
   importing the CLI leaves the importer's collector setting as it was;
-- rule files are read by libyaml (:mod:`gpustack_render.yamlpos`) into exactly the data, types and
-  positions ruamel's round-trip loader gives, on every built-in rule file and on seeded random
-  edits of them; what it declines goes to ruamel unchanged;
 - ``diff --against DIR`` takes a file byte-identical to what ``render -o`` writes as its object
   without parsing it, reads any other file as before, and reports the same as against a stream.
 """
@@ -15,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +19,8 @@ from typing import Any
 
 import pytest
 from cli_invoke import invoke
-from ruamel.yaml import YAML
 
-from gpustack_render import yamlio, yamlpos
+from gpustack_render import yamlio
 from gpustack_render.diff import DiffPolicy
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
@@ -34,7 +28,6 @@ from gpustack_render.diff import manifests
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
-RULE_FILES = sorted((REPO / "rules").glob("*.yaml")) + sorted((REPO / "deploy").glob("*/rules-*.yaml"))
 HEAVY = ("pydantic", "jinja2", "jsonschema", "kubernetes", "deepdiff", "celpy", "yaml", "ruamel", "orjson",
          "msgspec", "jsonpatch")
 
@@ -72,135 +65,6 @@ def test_importing_the_cli_keeps_the_importers_collector_setting(collecting: boo
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(collecting), "True"]
-
-
-# --- rule files: libyaml with ruamel's data and positions ------------------------------------------
-
-def _ruamel(text: str) -> Any:
-    return YAML(typ="rt").load(text)
-
-
-def _assert_same(mine: Any, theirs: Any, path: tuple[Any, ...] = ()) -> None:
-    """The same data, of the same types, with the same position of every key, value and item."""
-    if isinstance(mine, yamlpos.PositionedMap):
-        assert type(theirs).__name__ == "CommentedMap", path
-        assert list(mine) == list(theirs), path
-        assert [type(k) for k in mine] == [type(k) for k in theirs], path
-        assert mine.positions.start == (theirs.lc.line, theirs.lc.col), path
-        for key in mine:
-            assert mine.positions.keys[key] == theirs.lc.key(key), (path, key)
-            assert mine.positions.values[key] == theirs.lc.value(key), (path, key)
-            _assert_same(mine[key], theirs[key], path + (key,))
-    elif isinstance(mine, yamlpos.PositionedSeq):
-        assert type(theirs).__name__ == "CommentedSeq", path
-        assert len(mine) == len(theirs), path
-        assert mine.positions.start == (theirs.lc.line, theirs.lc.col), path
-        for index, (a, b) in enumerate(zip(mine, theirs)):
-            assert mine.positions.items[index] == theirs.lc.item(index), (path, index)
-            _assert_same(a, b, path + (index,))
-    else:
-        assert type(mine) is type(theirs) and mine == theirs, (path, mine, theirs)
-        assert getattr(mine, "__dict__", None) == getattr(theirs, "__dict__", None), path  # ScalarInt's width
-
-
-@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
-def test_built_in_rule_files_are_read_by_libyaml_exactly_as_by_ruamel(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    mine = yamlpos.load(text)  # raises Declined if the fast path were not taken
-    _assert_same(mine, _ruamel(text))
-    assert yamlio.load_roundtrip(path, str(path)) == mine
-
-
-@pytest.mark.parametrize("text, reason", [
-    ("a: 1.5\n", "float"), ("a: 0x1F\n", "int"), ("a: 1_000\n", "int"), ("a: 2024-01-02\n", "timestamp"),
-    ("a: |\n  x\n", "multi-line"), ("a: 'x\n  y'\n", "multi-line"), ('a: "x\\ty"\n', "escapes"),
-    ("a: &x 1\nb: *x\n", "anchor"), ("a: !!str 1\n", "tag"), ("<<: {a: 1}\n", "merge"), ("a:\n", "empty"),
-    ("a: 1\na: 2\n", "duplicate"), ("%YAML 1.1\n---\na: yes\n", "directives"), ("a: 1\n---\nb: 2\n", "document"),
-    ("a: [b\n", "Error"), ("a:\tb\n", "characters"), ("? [a]\n: b\n", "complex"), ("a: ['b':c]\n", "glued"),
-])
-def test_what_libyaml_might_read_otherwise_is_left_to_ruamel(tmp_path: Path, text: str, reason: str) -> None:
-    """Outside the plain subset the reader declines, and ``load_roundtrip`` gives ruamel's own
-    result: its values and types, or its error as one ``invalid YAML`` problem."""
-    with pytest.raises(yamlpos.Declined, match=reason):
-        yamlpos.load(text)
-    path = tmp_path / "r.yaml"
-    path.write_text(text, encoding="utf-8")
-    try:
-        expected: Any = ("ok", _ruamel(text))
-    except Exception:  # noqa: BLE001 - ruamel refuses: load_roundtrip words it as a problem
-        expected = ("error", None)
-    try:
-        got: Any = ("ok", yamlio.load_roundtrip(path, str(path)))
-    except UserError as err:
-        assert err.problems[0].message.startswith("invalid YAML"), err.problems
-        got = ("error", None)
-    assert got[0] == expected[0]
-    if got[0] == "ok":
-        assert type(got[1]) is type(expected[1]) and repr(got[1]) == repr(expected[1])  # TaggedScalar has no ==
-
-
-def test_yaml_12_readings_of_plain_scalars_are_ruamels() -> None:
-    """``yes``/``on``/``y`` stay strings (YAML 1.2), ``0`` and ``007`` are ruamel's ScalarInt with
-    their width, ``true``/``True``/``~``/``null`` as ruamel reads them."""
-    text = "a: yes\nb: on\nc: y\nd: 0\ne: 007\nf: -12\ng: True\nh: ~\ni: nUll\nj: 0777\nk: +5\nl: FALSE\n"
-    mine = yamlpos.load(text)
-    _assert_same(mine, _ruamel(text))
-    assert mine["a"] == "yes" and mine["d"] == 0 and mine["j"] == 777 and mine["i"] == "nUll"
-
-
-_NOISE = list(": -#'\"[]{},\n&*!|>%@`?\\~=<") + ["  ", "\n  ", "- ", ": ", "é"]
-_VALUES = ["yes", "0", "-0", "007", "+5", "1e3", "1.5", "0x1F", "~", "null", "2024-01-01", "1_000", "=", "<<",
-           "True", "y", "12:30", "'q'", '"d"', '"a\\tb"', "[]", "{}", "[a, b]", "{a: 1}", "&x 1", "*x", "!!str 5",
-           "|\n  lit", "'multi\n  line'", "[b: c]", "['b':c]", ""]
-
-
-def _mutated(rng: random.Random, text: str) -> str:
-    for _ in range(rng.choice((1, 1, 2, 3))):
-        at, choice = rng.randrange(len(text) + 1), rng.random()
-        if choice < 0.3:
-            text = text[:at] + rng.choice(_NOISE) + text[at:]
-        elif choice < 0.5:
-            text = text[:at] + text[at + rng.randint(1, 3):]
-        else:
-            lines = text.split("\n")
-            row = rng.randrange(len(lines))
-            if ": " in lines[row]:
-                lines[row] = lines[row][:lines[row].index(": ") + 2] + rng.choice(_VALUES)
-            else:
-                lines.insert(row, lines[row])
-            text = "\n".join(lines)
-    return text
-
-
-def test_random_edits_of_rule_files_read_the_same_or_go_to_ruamel() -> None:
-    """Seeded random edits (syntax errors, odd scalars, duplicated lines): whatever libyaml reads
-    is exactly what ruamel reads, positions included, and it never accepts what ruamel refuses."""
-    rng = random.Random(14)
-    texts = [p.read_text(encoding="utf-8") for p in RULE_FILES]
-    taken = 0
-    for _ in range(int(os.environ.get("YAMLPOS_EXAMPLES", "300"))):
-        text = _mutated(rng, rng.choice(texts))
-        try:
-            mine = yamlpos.load(text)
-        except yamlpos.Declined:
-            continue
-        taken += 1
-        _assert_same(mine, _ruamel(text))  # ruamel raising here would be a text libyaml wrongly took
-    assert taken > 50  # the check is about the fast path: most edits stay on it
-
-
-def test_lint_positions_of_a_fast_path_file_are_ruamels(tmp_path: Path) -> None:
-    """A wrong value in a file on the fast path is reported at ruamel's line and column."""
-    rules = tmp_path / "rules"
-    shutil.copytree(REPO / "rules", rules)
-    path = rules / "namespaces.yaml"
-    path.write_text(path.read_text(encoding="utf-8") + "bogus: [1, 2]\n", encoding="utf-8")
-    yamlpos.load(path.read_text(encoding="utf-8"))  # still the fast path
-    code, out, _ = invoke("lint", "--rules", str(rules))
-    data = _ruamel(path.read_text(encoding="utf-8"))
-    line, col = data.lc.key("bogus")
-    assert code == 1
-    assert f"{path}:{line + 1}:{col + 1}: error: bogus: unknown key 'bogus'" in out
 
 
 # --- diff --against DIR -----------------------------------------------------------------------------

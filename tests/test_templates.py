@@ -22,7 +22,8 @@ from gpustack_render.render import _CONTEXT, _ENV, Renderer, load_template
 from gpustack_render.sandbox import BoundedSandbox
 from gpustack_render.render.tree import MAX_OBJECT_CHARS, build_all, compile_template
 from gpustack_render.render.values import OMIT, Values
-from gpustack_render.yamlio import BulkLoader, parse_roundtrip
+from gpustack_render.rulesyaml import parse
+from gpustack_render.yamlio import BulkLoader
 
 DEMO = REPO / "fixtures" / "demo"
 
@@ -37,7 +38,7 @@ class Item:
 
 
 def build(template: str, *items: Any, file: str = "T.yaml") -> list[dict[str, Any]]:
-    builder = compile_template(parse_roundtrip(template, file), file, _ENV, _CONTEXT)
+    builder = compile_template(parse(template, file), file, _ENV, _CONTEXT)
     return build_all(builder, list(items) or [Item()], file, "Topology")
 
 

@@ -23,7 +23,8 @@ from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.locate import Templates, locate
 from gpustack_render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
 from gpustack_render.render.tree import Builder, build_all, compile_template, new_template_context, object_label
-from gpustack_render.yamlio import Manifests, parse_roundtrip, read_text
+from gpustack_render import rulesyaml
+from gpustack_render.yamlio import Manifests, read_text
 
 CATALOG_KIND = "InstanceTypeFlavor"
 TEMPLATE_KINDS = RENDER_KINDS + (CATALOG_KIND,)
@@ -45,7 +46,7 @@ def load_template(path: Path) -> Builder:
     text = read_text(path, display)
     builder = _BUILDERS.get((display, text))
     if builder is None:
-        data = parse_roundtrip(text, display)
+        data = rulesyaml.parse(text, display)
         builder = _BUILDERS[(display, text)] = compile_template(data, display, _ENV, _CONTEXT)
     return builder
 

@@ -31,7 +31,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.sandbox import TimeBudgetExceeded
 from gpustack_render.render.expr import ExprWriter, Names, Unsupported, join_text, parse_expression
-from gpustack_render.rules.read import item_at, key_at, value_at
+from gpustack_render.rulesyaml import item_at, key_at, value_at
 from gpustack_render.render.values import OMIT, NotData, Values
 
 DIRECTIVES = ("$if", "$else", "$for", "$value")

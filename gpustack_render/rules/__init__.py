@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpustack_render.errors import Problem
+from gpustack_render.errors import Problem, UserError
 from gpustack_render.memo import Bounded, ContentKey, content_key
 from gpustack_render.rules import overlay, schema
 from gpustack_render.rules.compile import compile_rules
@@ -59,14 +59,36 @@ def load_rules(rules_dir: Path | None = None) -> Rules:
     return rules
 
 
+def lint_load(rules_dir: Path) -> tuple[dict[str, str], list[Problem]]:
+    """``lint``: where each kind comes from (see :func:`overlay.sources_of`) and every problem of
+    the rules (none: they load), from one reading of the files, as :func:`load_rules` reads them."""
+    problems: list[Problem] = []
+    resolved = overlay.resolve(rules_dir, problems)
+    sources = overlay.sources_of(resolved)
+    key = _content_key(rules_dir)
+    if key is not None and key in _LOADED:
+        return sources, []
+    try:
+        rules = _compiled(rules_dir, resolved, problems)
+    except UserError as err:
+        return sources, err.problems
+    if key is not None:
+        _LOADED[key] = rules
+    return sources, []
+
+
 def _load(rules_dir: Path) -> Rules:
-    """Load, validate and compile a rules directory.
+    """Load, validate and compile a rules directory."""
+    problems: list[Problem] = []
+    return _compiled(rules_dir, overlay.resolve(rules_dir, problems), problems)
+
+
+def _compiled(rules_dir: Path, resolved: overlay.Resolved, problems: list[Problem]) -> Rules:
+    """The rules of a resolved directory (``problems``: those of reading it, extended here).
 
     All problems of all files are reported at once: when some files of a rules directory are
     broken, their cross-references are resolved against the built-in rules of those kinds; when
     the built-in rules themselves are broken, every intact kind is still compiled and checked."""
-    problems: list[Problem] = []
-    resolved = overlay.resolve(rules_dir, problems)
     by_kind = resolved.by_kind
     unreadable = sum(p.message.startswith("invalid YAML") for p in problems)
     for kind in sorted(schema.OPTIONAL_KINDS - set(by_kind)):

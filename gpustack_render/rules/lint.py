@@ -1,7 +1,8 @@
 """``gpustack-render lint``: every problem of every rule file at once, compiler style.
 
-It is :func:`gpustack_render.rules.load_rules` itself — the same reading, validation and compiling
-that ``render`` runs, so ``lint`` is clean exactly when ``render`` accepts the rules, with the same
+It is :func:`gpustack_render.rules.load_rules` itself (as :func:`~gpustack_render.rules.lint_load`,
+which also tells where each kind comes from, from the same one reading of the files) — the same
+reading, validation and compiling that ``render`` runs, so ``lint`` is clean exactly when ``render`` accepts the rules, with the same
 messages — reported as a result instead of an error.
 """
 
@@ -89,16 +90,12 @@ def lint_rules(rules_dir: Path | None = None) -> LintResult:
     """Load every rule file of ``rules_dir`` (default: the built-in rules); collect all problems.
 
     A missing rules directory is not a lint finding but a usage error (raised)."""
-    from gpustack_render.rules import load_rules
+    from gpustack_render.rules import lint_load
     directory = display_dir(rules_dir)
     if not directory.is_dir():
         raise UserError.single("rules directory not found", file=str(directory))
     overlay.check_holds_rules(directory)
     files = overlay.rule_files(directory)
-    kinds = overlay.sources(directory)
-    try:
-        load_rules(directory)
-    except UserError as err:
-        problems = [dataclasses.replace(p, compiler_style=True) for p in err.problems]
-        return LintResult(directory, files, problems, built_in=rules_dir is None, kinds=kinds)
-    return LintResult(directory, files, [], built_in=rules_dir is None, kinds=kinds)
+    kinds, found = lint_load(directory)
+    problems = [dataclasses.replace(p, compiler_style=True) for p in found]
+    return LintResult(directory, files, problems, built_in=rules_dir is None, kinds=kinds)

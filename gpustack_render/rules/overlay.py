@@ -52,7 +52,8 @@ def resolve(rules_dir: Path, problems: list[Problem]) -> Resolved:
     if not inherits or is_built_in(rules_dir):
         return Resolved(by_kind, [], inherits, Path(switch.file).name if switch is not None else SWITCH_FILE)
     inherited = []
-    for doc in read_documents(default_rules_dir(), []):
+    full_copy = set(schema.RULE_KINDS) <= set(by_kind)  # then the built-in files are not read
+    for doc in [] if full_copy else read_documents(default_rules_dir(), []):
         if doc.kind in schema.RULE_KINDS and doc.kind not in by_kind:
             validate(doc, [])
             by_kind[doc.kind] = doc
@@ -74,9 +75,8 @@ def one_per_kind(documents: list[Document], problems: list[Problem]) -> dict[str
     return by_kind
 
 
-def sources(rules_dir: Path) -> dict[str, str]:
+def sources_of(resolved: Resolved) -> dict[str, str]:
     """Kind → the file it comes from, or ``built-in`` for an inherited kind (what ``lint`` prints)."""
-    resolved = resolve(rules_dir, [])
     return {kind: BUILT_IN if kind in resolved.inherited else doc.file
             for kind, doc in sorted(resolved.by_kind.items())}
 

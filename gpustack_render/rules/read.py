@@ -1,7 +1,7 @@
 """Rule files → positioned documents and validated models (shape), in our own words.
 
-Positions come from the position maps of :mod:`gpustack_render.yamlpos` (libyaml), or from ruamel's
-round-trip nodes for a file that reader declines; pydantic's messages never reach the user."""
+Files are read, with positions, by :mod:`gpustack_render.rulesyaml` (ruamel.yaml); pydantic's
+messages never reach the user."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.rules import plain, schema
-from gpustack_render.yamlio import load_roundtrip
-from gpustack_render.yamlpos import Position, PositionedMap, PositionedSeq
+from gpustack_render import rulesyaml
+from gpustack_render.rulesyaml import item_at, key_at, value_at
 
 Loc = tuple[str | int, ...]
 
@@ -27,29 +27,6 @@ class Document:
     file: str
     data: Any
     model: Any = None
-
-
-def key_at(node: Any, key: Any) -> Position | None:
-    if type(node) is PositionedMap:
-        return node.positions.keys[key]
-    lc = getattr(node, "lc", None)  # a file read by ruamel
-    return lc.key(key) if lc else None
-
-
-def value_at(node: Any, key: Any) -> Position | None:
-    if type(node) is PositionedMap:
-        return node.positions.values[key]
-    lc = getattr(node, "lc", None)
-    return lc.value(key) if lc else None
-
-
-def item_at(node: Any, index: int) -> Position | None:
-    if type(node) is PositionedSeq:
-        if index < 0:  # as ruamel's table, keyed by the non-negative indexes
-            raise IndexError(index)
-        return node.positions.items[index]
-    lc = getattr(node, "lc", None)
-    return lc.item(index) if lc else None
 
 
 def position(data: Any, loc: Loc, *, at_key: bool = False) -> tuple[int | None, int | None]:
@@ -171,7 +148,7 @@ def read_documents(rules_dir: Path, problems: list[Problem]) -> list[Document]:
     for path in rule_files(rules_dir):
         display = str(path)
         try:
-            data = load_roundtrip(path, display)
+            data = rulesyaml.load(path, display)
         except UserError as err:
             problems.extend(err.problems)
             continue
@@ -212,13 +189,8 @@ def _header_problem(data: Any, display: str) -> Problem | None:
 def start_position(data: Any) -> tuple[int | None, int | None]:
     """Where a parsed document begins (its first key or item), 1-based: the place for a problem of
     the whole document, such as a missing top-level key."""
-    if type(data) is PositionedMap or type(data) is PositionedSeq:
-        line, col = data.positions.start
-        return line + 1, col + 1
-    lc = getattr(data, "lc", None)
-    if lc is None or lc.line is None:
-        return 1, 1
-    return lc.line + 1, (lc.col or 0) + 1
+    start = rulesyaml.start_of(data)
+    return (start[0] + 1, start[1] + 1) if start else (1, 1)
 
 
 def _nearest_key(data: dict[Any, Any], key: str) -> tuple[int | None, int | None]:

@@ -19,7 +19,7 @@ from gpustack_render.render import TEMPLATE_KINDS, load_template
 from gpustack_render.render.locate import locate
 from gpustack_render.render.tree import DIRECTIVES, is_directive, one_based
 from gpustack_render.rules.lint import LintResult
-from gpustack_render.rules.read import item_at, key_at, value_at
+from gpustack_render.rulesyaml import item_at, key_at, value_at
 from gpustack_render.validate.crd_schema import Crds
 
 _TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
