@@ -150,7 +150,7 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
             templates_dir: Path | None = None, admission: Callable[[], Any] | None = None) -> Report:
     """``admission``: the admit run over the rendered chain (``workload/NS/NAME`` asks for it)."""
     from gpustack_render.explain import node as node_mod
-    from gpustack_render.explain import objects
+    from gpustack_render.explain import objects, queue
     kind, namespace, name = parse_target(target)
     if kind == "workload":
         assert admission is not None
@@ -181,7 +181,7 @@ def explain(ctx: Context, target: str, setting_sources: Mapping[str, tuple[str, 
     found = by_name.get(name)
     if found is None:
         _not_found(target, kind, name, by_name, "not rendered from this snapshot")
-    builders: dict[str, Callable[[Explainer, Any], Report]] = {"ResourceFlavor": objects.explain_flavor, "ClusterQueue": objects.explain_queue,
+    builders: dict[str, Callable[[Explainer, Any], Report]] = {"ResourceFlavor": objects.explain_flavor, "ClusterQueue": queue.explain_queue,
                 "NodeFeature": node_mod.explain_node_feature, "Topology": objects.explain_topology,
                 "AdmissionCheck": objects.explain_admission_check}
     return builders[kind](x, found)

@@ -6,6 +6,7 @@ the evaluator made while it computed them (gpustack_render/evaluate/record.py)."
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
@@ -161,6 +162,12 @@ class Explainer:
         if value is not None:
             text += f" {show(value)}"
         return text
+
+    def format_rule(self, kind: str, path: tuple[str | int, ...], source: str, values: dict[str, Any]) -> str:
+        """A name-format rule's origin with the values of the ``{placeholders}`` its source uses."""
+        used = re.findall(r"\{([^{}|]+)", source)
+        shown = ", ".join(f"{name.strip()}={show(values.get(name.strip(), ''))}" for name in dict.fromkeys(used))
+        return self.rule(kind, *path, value=source) + (f" with {shown}" if shown else "")
 
     def manufacturer(self, name: str) -> str:
         """The origin of one manufacturer's entry in the Manufacturers rules."""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpustack_render.rules.model import AnnotationIdSource, CruftCutAt, CruftDelete, CruftRegex
+from gpustack_render.rules.model import AnnotationIdSource, CruftCutAt, CruftDelete, CruftRegex, LabelsIdSource
 from gpustack_render.errors import Diagnostics
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL, NodeFacts
 from gpustack_render.explain.base import Explainer, Report, Section, show, show_quantity, why_not
 from gpustack_render.k8s import format_decimal_si
+
+if TYPE_CHECKING:
+    from gpustack_render.evaluate.capacity import CapacityEvaluator
 
 
 def _cruft_text(step: Any) -> str:
@@ -27,69 +30,87 @@ def gkey_trace(x: Explainer, name: str) -> tuple[str, list[dict[str, Any]]]:
     decision = x.decision(f"Node/{name}", "gKey")
     assert decision is not None, name
     g = x.rules.normalisation.gKey
-    norm = x.rules.normalisation.normalizeName
     steps: list[dict[str, Any]] = []
     for step in decision.steps:
         kind = step["step"]
         if kind == "manu":
-            raw_vendor, manu = step["read"], step["value"]
-            if not raw_vendor:
-                why = f"label {g.manufacturer.label} is absent or empty: fallback {show(g.manufacturer.fallback)}"
-            elif step["fallback"]:
-                why = (f"label {g.manufacturer.label}={show(raw_vendor)} is listed in absentValues: fallback "
-                       f"{show(g.manufacturer.fallback)}")
-            else:
-                why = f"label {g.manufacturer.label}={show(raw_vendor)}, lower-cased"
-            steps.append({"step": "manu", "value": manu, "text": f"manu = {show(manu)}: {why}",
-                          "from": [x.rule("Normalisation", "gKey", "manufacturer")]})
-            continue
-        if kind == "gKey":
+            steps.append(_manu_step(x, step))
+        elif kind == "gKey":
             gkey = step["value"]
             steps.append({"step": "gKey", "value": gkey,
                           "text": (f"gKey = manu + \"-\" + idPrefix = {gkey}" if step["idPrefix"]
                                    else f"gKey = manu = {gkey} (idPrefix is empty)"), "from": []})
-            continue
-        i = int(kind[len("idPrefix["):-1])
-        source = g.idPrefix[i]
-        origin = x.rule("Normalisation", "gKey", "idPrefix", i)
-        if isinstance(source, AnnotationIdSource):
-            raw = step["input"]
-            if not step["applies"]:
-                state = "absent or empty" if not raw else f"{show(raw)} starts with '@' (unresolved)"
-                steps.append({"step": kind, "applies": False,
-                              "text": f"idPrefix source {i + 1} (annotation {source.annotation}) does not apply: "
-                                      f"{state}", "from": [origin]})
-                continue
-            manu, max_length, after, value = steps[0]["value"], step["maxLength"], step["afterCruft"], step["value"]
-            sub: list[str] = []
-            before = raw
-            for j, (cruft, result) in enumerate(zip(norm.cruft, step["cruft"])):
-                sub.append(f"cruft {j + 1} {_cruft_text(cruft)}: {show(result) if result != before else '(no change)'}")
-                before = result
-            steps.append({
-                "step": kind, "applies": True, "value": value,
-                "input": raw, "afterCruft": after, "afterCharacterPass": value, "maxLength": max_length,
-                "text": (f"idPrefix source {i + 1} applies: annotation {source.annotation}={show(raw)}; "
-                         f"NormalizeName(prefix {show(manu)}, maxLength {source.maxLength} = {max_length}, "
-                         f"stripCruft {show(source.stripCruft)})"),
-                "detail": sub + ([f"after cruft stripping: {show(after)}"] if source.stripCruft else []) + [
-                    f"after the character pass (lower-case, space -> {show(norm.spaceBecomes)}, "
-                    f"keep {show(norm.keep)}, leading {show(manu)} removed, "
-                    f"cut at {max_length or 'no limit'}): {show(value)}"],
-                "from": [origin, x.rule("Normalisation", "normalizeName")]})
-            continue
-        parts = step["parts"]
-        if step["applies"]:
-            shown = ", ".join(f"{label}={show(v)}" for label, v in zip(source.labels, parts))
-            steps.append({"step": kind, "applies": True, "value": step["value"],
-                          "text": f"idPrefix source {i + 1} applies: labels {shown} joined by {show(source.join)}"
-                                  f" = {show(step['value'])}", "from": [origin]})
         else:
-            missing = [label for label, v in zip(source.labels, parts) if not v]
-            steps.append({"step": kind, "applies": False,
-                          "text": f"idPrefix source {i + 1} (labels) does not apply: {', '.join(missing)} absent or empty",
-                          "from": [origin]})
+            i = int(kind[len("idPrefix["):-1])
+            source = g.idPrefix[i]
+            if isinstance(source, AnnotationIdSource):
+                steps.append(_annotation_step(x, step, i, source, steps[0]["value"] if steps else ""))
+            else:
+                steps.append(_labels_step(x, step, i, source))
     return str(decision.result), steps
+
+
+def _manu_step(x: Explainer, step: dict[str, Any]) -> dict[str, Any]:
+    """The manufacturer step: the vendor label read, or its fallback."""
+    g = x.rules.normalisation.gKey
+    raw_vendor, manu = step["read"], step["value"]
+    if not raw_vendor:
+        why = f"label {g.manufacturer.label} is absent or empty: fallback {show(g.manufacturer.fallback)}"
+    elif step["fallback"]:
+        why = (f"label {g.manufacturer.label}={show(raw_vendor)} is listed in absentValues: fallback "
+               f"{show(g.manufacturer.fallback)}")
+    else:
+        why = f"label {g.manufacturer.label}={show(raw_vendor)}, lower-cased"
+    return {"step": "manu", "value": manu, "text": f"manu = {show(manu)}: {why}",
+            "from": [x.rule("Normalisation", "gKey", "manufacturer")]}
+
+
+def _annotation_step(x: Explainer, step: dict[str, Any], i: int, source: AnnotationIdSource,
+                     manu: str) -> dict[str, Any]:
+    """An annotation idPrefix source: why it does not apply, or its NormalizeName passes (each cruft
+    rule, then the character pass) with the value after each."""
+    kind = step["step"]
+    origin = x.rule("Normalisation", "gKey", "idPrefix", i)
+    norm = x.rules.normalisation.normalizeName
+    raw = step["input"]
+    if not step["applies"]:
+        state = "absent or empty" if not raw else f"{show(raw)} starts with '@' (unresolved)"
+        return {"step": kind, "applies": False,
+                "text": f"idPrefix source {i + 1} (annotation {source.annotation}) does not apply: "
+                        f"{state}", "from": [origin]}
+    max_length, after, value = step["maxLength"], step["afterCruft"], step["value"]
+    sub: list[str] = []
+    before = raw
+    for j, (cruft, result) in enumerate(zip(norm.cruft, step["cruft"])):
+        sub.append(f"cruft {j + 1} {_cruft_text(cruft)}: {show(result) if result != before else '(no change)'}")
+        before = result
+    return {
+        "step": kind, "applies": True, "value": value,
+        "input": raw, "afterCruft": after, "afterCharacterPass": value, "maxLength": max_length,
+        "text": (f"idPrefix source {i + 1} applies: annotation {source.annotation}={show(raw)}; "
+                 f"NormalizeName(prefix {show(manu)}, maxLength {source.maxLength} = {max_length}, "
+                 f"stripCruft {show(source.stripCruft)})"),
+        "detail": sub + ([f"after cruft stripping: {show(after)}"] if source.stripCruft else []) + [
+            f"after the character pass (lower-case, space -> {show(norm.spaceBecomes)}, "
+            f"keep {show(norm.keep)}, leading {show(manu)} removed, "
+            f"cut at {max_length or 'no limit'}): {show(value)}"],
+        "from": [origin, x.rule("Normalisation", "normalizeName")]}
+
+
+def _labels_step(x: Explainer, step: dict[str, Any], i: int, source: LabelsIdSource) -> dict[str, Any]:
+    """A labels idPrefix source: the labels joined, or which of them are missing."""
+    kind = step["step"]
+    origin = x.rule("Normalisation", "gKey", "idPrefix", i)
+    parts = step["parts"]
+    if step["applies"]:
+        shown = ", ".join(f"{label}={show(v)}" for label, v in zip(source.labels, parts))
+        return {"step": kind, "applies": True, "value": step["value"],
+                "text": f"idPrefix source {i + 1} applies: labels {shown} joined by {show(source.join)}"
+                        f" = {show(step['value'])}", "from": [origin]}
+    missing = [label for label, v in zip(source.labels, parts) if not v]
+    return {"step": kind, "applies": False,
+            "text": f"idPrefix source {i + 1} (labels) does not apply: {', '.join(missing)} absent or empty",
+            "from": [origin]}
 
 
 def _add_steps(section: Section, steps: list[dict[str, Any]]) -> None:
@@ -258,11 +279,10 @@ def _flavors_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
 
 def _capacity_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
     from gpustack_render.evaluate.capacity import CapacityEvaluator
-    rules = x.rules
     node = x.snapshot.nodes[facts.name]
     devices = x.snapshot.devices.get(facts.name)
     section = report.section("Capacity keys (node-patches)")
-    evaluator = CapacityEvaluator(rules, Diagnostics())
+    evaluator = CapacityEvaluator(x.rules, Diagnostics())
     current = node.status.capacity or {}
     owned_now = sorted(k for k in current if evaluator.owns_capacity(k))
     report.facts["capacity"] = {}
@@ -281,31 +301,47 @@ def _capacity_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
     if not facts.akeys:
         section.add("no capacity keys are desired: the Node has no aKey")
     for manu_name, tally in sorted(tallies.items()):
-        manufacturer = rules.manufacturers.by_name[manu_name]
-        section.add(f"{manu_name} ({manufacturer.resource_base}): L={tally.logical} logical and P={tally.partitioned} "
-                    f"partitioned card(s); key values are summed over its models", x.manufacturer(manu_name))
-        for i, family in enumerate(rules.capacity.families):
-            pool = family.pool.render({"base": manufacturer.resource_base})
-            reason = evaluator.gate(family, manufacturer, tally, current)
-            origin = x.rule("Capacity", "families", i)
-            if reason is None:
-                section.add(f"  family {family.name}: gated in (status.capacity[{pool}]={show_quantity(current[pool])} > 0)",
-                            origin)
-                for j, (key_fmt, expr) in enumerate(family.keys):
-                    key = key_fmt.render({"base": manufacturer.resource_base})
-                    section.add(f"    {key} = {expr.source} = {tally.values[key]} -> {show(format_decimal_si(tally.values[key]))}",
-                                x.rule("Capacity", "families", i, "keys", j))
-                if family.profile_key and manufacturer.partition_kind:
-                    for profile, count in sorted(tally.profiles.items()):
-                        key = family.profile_key.render({"base": manufacturer.resource_base,
-                                                         "kind": manufacturer.partition_kind, "profile": profile})
-                        section.add(f"    {key} = {count} (partition profile instances)",
-                                    x.rule("Capacity", "families", i, "profileKey"))
-            else:
-                section.add(f"  family {family.name}: not desired: {reason}", origin)
+        _manufacturer_capacity(x, section, evaluator, manu_name, tally, current)
+    section.add("patch: " + ("; ".join(_capacity_ops(desired.capacity, current, owned_now))
+                             or "nothing to change (status.capacity already matches)"))
+    _fit_labels_section(x, report, evaluator, node.metadata.labels or {}, desired.labels)
+    report.facts["capacity"] = {k: format_decimal_si(v) for k, v in sorted(desired.capacity.items())}
+    report.facts["fitLabels"] = dict(sorted(desired.labels.items()))
+
+
+def _manufacturer_capacity(x: Explainer, section: Section, evaluator: CapacityEvaluator, manu_name: str, tally: Any,
+                           current: dict[str, Any]) -> None:
+    """One manufacturer's tally and, per capacity family, whether it is gated in and the keys it yields."""
+    manufacturer = x.rules.manufacturers.by_name[manu_name]
+    base = manufacturer.resource_base
+    section.add(f"{manu_name} ({base}): L={tally.logical} logical and P={tally.partitioned} "
+                f"partitioned card(s); key values are summed over its models", x.manufacturer(manu_name))
+    for i, family in enumerate(x.rules.capacity.families):
+        pool = family.pool.render({"base": base})
+        reason = evaluator.gate(family, manufacturer, tally, current)
+        origin = x.rule("Capacity", "families", i)
+        if reason is not None:
+            section.add(f"  family {family.name}: not desired: {reason}", origin)
+            continue
+        section.add(f"  family {family.name}: gated in (status.capacity[{pool}]={show_quantity(current[pool])} > 0)",
+                    origin)
+        for j, (key_fmt, expr) in enumerate(family.keys):
+            key = key_fmt.render({"base": base})
+            section.add(f"    {key} = {expr.source} = {tally.values[key]} -> {show(format_decimal_si(tally.values[key]))}",
+                        x.rule("Capacity", "families", i, "keys", j))
+        if family.profile_key and manufacturer.partition_kind:
+            for profile, count in sorted(tally.profiles.items()):
+                key = family.profile_key.render({"base": base, "kind": manufacturer.partition_kind,
+                                                 "profile": profile})
+                section.add(f"    {key} = {count} (partition profile instances)",
+                            x.rule("Capacity", "families", i, "profileKey"))
+
+
+def _capacity_ops(desired: dict[str, Any], current: dict[str, Any], owned_now: list[str]) -> list[str]:
+    """The status.capacity patch in words: each owned key added, replaced or removed."""
     ops = []
-    for key in sorted(set(desired.capacity) | set(owned_now)):
-        want = desired.capacity.get(key)
+    for key in sorted(set(desired) | set(owned_now)):
+        want = desired.get(key)
         have = current.get(key)
         if want is None:
             ops.append(f"remove {key} (owned, no longer desired)")
@@ -313,20 +349,21 @@ def _capacity_section(x: Explainer, report: Report, facts: NodeFacts) -> None:
             ops.append(f"add {key}={format_decimal_si(want)}")
         elif have != want:
             ops.append(f"replace {key}: {show_quantity(have)} -> {format_decimal_si(want)}")
-    section.add("patch: " + ("; ".join(ops) if ops else "nothing to change (status.capacity already matches)"))
+    return ops
+
+
+def _fit_labels_section(x: Explainer, report: Report, evaluator: CapacityEvaluator, labels: dict[str, str],
+                        desired: dict[str, str]) -> None:
     fit = report.section("Fit labels (node-patches)")
-    for key, value in sorted(desired.labels.items()):
+    for key, value in sorted(desired.items()):
         fit.add(f"{key}={show(value)}", x.rule("Capacity", "fitLabels"))
-    if not desired.labels:
+    if not desired:
         fit.add("none: no ledger group in the Devices status")
-    labels = node.metadata.labels or {}
-    stale = sorted(k for k in labels if evaluator.owns_label(k) and k not in desired.labels)
-    changed = sorted(k for k, v in desired.labels.items() if k in labels and labels[k] != v)
+    stale = sorted(k for k in labels if evaluator.owns_label(k) and k not in desired)
+    changed = sorted(k for k, v in desired.items() if k in labels and labels[k] != v)
     if stale or changed:
-        fit.add("patch: " + "; ".join([f"replace {k}: {show(labels[k])} -> {show(desired.labels[k])}" for k in changed]
+        fit.add("patch: " + "; ".join([f"replace {k}: {show(labels[k])} -> {show(desired[k])}" for k in changed]
                                       + [f"remove {k} (owned, no longer desired)" for k in stale]))
-    report.facts["capacity"] = {k: format_decimal_si(v) for k, v in sorted(desired.capacity.items())}
-    report.facts["fitLabels"] = dict(sorted(desired.labels.items()))
 
 
 def explain_node_feature(x: Explainer, plan_item: Any) -> Report:
