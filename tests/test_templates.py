@@ -22,7 +22,8 @@ from gpustack_render.render import _CONTEXT, _ENV, Renderer, load_template
 from gpustack_render.sandbox import BoundedSandbox
 from gpustack_render.render.tree import MAX_OBJECT_CHARS, build_all, compile_template
 from gpustack_render.render.values import OMIT, Values
-from gpustack_render.yamlio import BulkLoader, parse_roundtrip
+from gpustack_render.snapshot.yamlread import BulkLoader
+from gpustack_render.yamlio import parse_roundtrip
 
 DEMO = REPO / "fixtures" / "demo"
 

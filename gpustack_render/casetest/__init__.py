@@ -95,6 +95,7 @@ import yaml
 from gpustack_render.casetest import admission
 from gpustack_render.casetest.semantic import (compare_objects, compare_patches, describe, diff_values, identity,
                                               show as _show)
+from gpustack_render.snapshot import yamlread
 
 __all__ = ["compare_objects", "compare_patches", "describe", "diff_values", "identity"]
 
@@ -206,8 +207,8 @@ def load_case(path: Path) -> Case:
     case_file = path / CASE_FILE
     where = str(case_file)
     try:
-        raw = yaml.safe_load(case_file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        raw = yamlread.document(case_file.read_text(encoding="utf-8"))
+    except (OSError, yamlread.Invalid) as err:
         raise CaseDefinitionError(f"{where}: cannot read: {err}") from err
     _check_fields(raw, _CASE_FIELDS, where, "must be a mapping")
     description = raw.get("description")
@@ -550,8 +551,8 @@ def load_expected(case: Case) -> Any:
     if not path.exists():
         raise CaseDefinitionError(f"{path}: missing (write it by hand or run `gpustack-render test --update`)")
     try:
-        docs = [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) if d is not None]
-    except yaml.YAMLError as err:
+        docs = yamlread.documents(path.read_text(encoding="utf-8"))
+    except yamlread.Invalid as err:
         raise CaseDefinitionError(f"{path}: invalid YAML: {err}") from err
     if case.command == ADMIT:
         return _admit_golden(case, docs)

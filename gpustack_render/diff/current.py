@@ -27,7 +27,8 @@ from typing import Any, Sequence
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import is_list_kind
 from gpustack_render.diff.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
-from gpustack_render.yamlio import WRITE_ERRORS, dump_yaml_stream, parse_documents
+from gpustack_render.snapshot.yamlread import parse_documents
+from gpustack_render.yamlio import WRITE_ERRORS, dump_yaml_stream
 
 KUSTOMIZATION = "kustomization.yaml"
 _RESOURCES = b"resources:\n"
