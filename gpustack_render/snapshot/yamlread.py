@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import yaml
 
+from gpustack_render import timing
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import is_list_kind
 from gpustack_render.snapshot import fastjson
@@ -395,6 +396,8 @@ def documents(text: str) -> list[Any]:
     found = _rapid_documents(text)
     if found is not None:
         return found
+    timing.note("read: YAML by libyaml, not rapidyaml (a scalar whose YAML 1.1 reading the pre-scan cannot"
+                " prove rapidyaml shares, or text rapidyaml refuses)")
     return _libyaml(lambda: [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None])
 
 
