@@ -21,11 +21,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import gpustack_render.snapshot as snapshot_pkg
 from gpustack_render.errors import UserError
 from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import fastjson, inputs, load_snapshot
+from gpustack_render.snapshot import fastjson, inputs, load_snapshot, yamlread
 
 RULES = load_rules(None)
 WORKER_GROUP = RULES.vocabulary.workerApiGroup
@@ -43,11 +42,13 @@ def _load(paths: list[str]) -> Any:
 
 def _load_both(paths: list[str], monkeypatch: pytest.MonkeyPatch, fast_reader: Any = fastjson) -> tuple[Any, Any]:
     """(fast, old) results of loading ``paths``: old with ``fast_reader`` (fastjson or yamlread)
-    declining every file."""
+    declining every file (yamlread: its text path too, so that libyaml reads every YAML file)."""
     yamlread._COMPOSED.clear()
     fast = _load(paths)
     with monkeypatch.context() as patch:
         patch.setattr(fast_reader, "read_items", lambda data, models: None)
+        if fast_reader is yamlread:
+            patch.setattr(yamlread, "_rapid_documents", lambda text: None)
         yamlread._COMPOSED.clear()
         old = _load(paths)
     return fast, old
@@ -340,7 +341,6 @@ from test_yaml_quoting import STRINGS, TRICKY_VALUES  # noqa: E402
 
 import yaml  # noqa: E402
 
-from gpustack_render.snapshot import yamlread  # noqa: E402
 BulkLoader = yamlread.BulkLoader
 
 
