@@ -29,6 +29,10 @@ from gpustack_render.yamlscalars import plainly_plain as _plainly_plain
 _CDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
+# Which plain scalars must be quoted is decided where PyYAML decides it, implicit resolution: the
+# serializer asks the dumper's resolver what a plain scalar would be read as and quotes a string
+# whenever the answer is not ``str``; the resolver also answers so when any other reader of the
+# output would read something else (:func:`~gpustack_render.yamlscalars.read_as_non_string`).
 _AMBIGUOUS_TAG = "tag:yaml.org,2002:x-ambiguous-plain-scalar"  # never written: the scalar is quoted
 
 

@@ -382,10 +382,8 @@ def _rapid_documents(text: str) -> list[Any] | None:
     if not data or _engines().ryml is None or _engines().danger.search(data):
         return None
     found = _json_documents(bytearray(data))
-    if found is None:
-        return None
     try:
-        return [doc for doc in map(json.loads, found) if doc is not None]
+        return None if found is None else [doc for doc in map(json.loads, found) if doc is not None]
     except ValueError:
         return None
 
