@@ -16,6 +16,7 @@ from test_speed_snapshot import _typed
 from test_yaml_quoting import TRICKY_VALUES
 
 from gpustack_render import yamlio, yamlscalars
+from gpustack_render.errors import UserError
 from gpustack_render.snapshot import yamlread
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpustack_render"
@@ -150,3 +151,16 @@ def test_verbose_names_libyaml_when_it_reads(tmp_path: Path) -> None:
     extra.write_text("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-zz\n  labels:\n    x: yes\n")
     result = invoke("-v", "render", str(demo), str(extra))
     assert result.exit_code == 0 and "read: YAML by libyaml, not rapidyaml" in result.stderr
+
+
+def test_nesting_past_libyaml_limit_is_invalid_yaml_to_every_caller() -> None:
+    """Case files, kubeconfigs, a previous kustomization: an error their callers word (Invalid), not a
+    RecursionError; parse_documents words it as the interpreter's limit, as for JSON."""
+    deep = "x: " + "[" * 3000 + "]" * 3000 + "\n"
+    with pytest.raises(yamlread.Invalid):
+        yamlread.documents(deep)
+    with pytest.raises(yamlread.Invalid):
+        yamlread.document(deep)
+    with pytest.raises(UserError) as caught:
+        yamlread.parse_documents(deep, "f.yaml")
+    assert str(caught.value).endswith("cannot be read: nested too deeply")

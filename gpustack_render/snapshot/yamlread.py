@@ -366,9 +366,6 @@ def _libyaml(read: Callable[[], Any]) -> Any:
     try:
         return read()
     except yaml.YAMLError as err:
-        problem = str(getattr(err, "problem", ""))
-        if "maximum nesting depth" in problem:  # libyaml's own limit: the interpreter's, worded as such
-            raise RecursionError(problem) from None
         raise Invalid(err) from None
 
 
@@ -429,8 +426,11 @@ def parse_documents(text: str, source: str) -> list[Any]:
                                              column=err.colno)]) from None
         return documents(text)
     except Invalid as err:
-        raise UserError([Problem(f"invalid YAML: {err.reason}", file=source, line=err.line,
-                                 column=err.column)]) from None
+        if "maximum nesting depth" not in err.reason:
+            raise UserError([Problem(f"invalid YAML: {err.reason}", file=source, line=err.line,
+                                     column=err.column)]) from None
+        # libyaml's own limit on nesting: worded as the interpreter's (json.loads, msgspec)
+        raise UserError.single("cannot be read: nested too deeply", file=source) from None
     except RecursionError:
         raise UserError.single("cannot be read: nested too deeply", file=source) from None
     except ValueError as err:  # (JSONDecodeError and YAMLError are worded above)
