@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpustack_render"
 # Lowest first. The features sit beside each other above the pipeline's stages; ``pipeline`` composes
 # them all; the case runner runs whole commands through the pipeline; the CLI parses arguments.
 LAYERS: list[set[str]] = [
-    {"errors", "k8s", "memo", "timing", "yamlio", "rulesyaml", "sandbox", "tables", "__init__"},
+    {"errors", "k8s", "memo", "timing", "yamlscalars", "yamlio", "rulesyaml", "sandbox", "tables", "__init__"},
     {"snapshot", "rules"},
     {"evaluate"},
     {"render"},

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from budget import budget
 from gpustack_render import yamlio
+from gpustack_render.snapshot import yamlread
 from gpustack_render.diff import DiffPolicy, compare
-from gpustack_render.diff.current import _LISTED, _listed, read_current
+from gpustack_render.diff.current import _NAME, _listed, read_current
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
 from gpustack_render.diff import manifests
@@ -63,7 +64,7 @@ def _same_as_read_manifests(directory: Path | str, desired: list[dict[str, Any]]
 
 
 def _names(directory: Path) -> list[str]:
-    return yamlio.parse_documents((directory / "kustomization.yaml").read_text(encoding="utf-8"), "k")[0]["resources"]
+    return yamlread.parse_documents((directory / "kustomization.yaml").read_text(encoding="utf-8"), "k")[0]["resources"]
 
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
@@ -84,7 +85,7 @@ def _edit(path: Path, change: Callable[[bytes], bytes]) -> None:
 
 
 def _reformatted(data: bytes) -> bytes:
-    return json.dumps(yamlio.parse_documents(data.decode(), "x")[0], indent=4).encode() + b"\n"
+    return json.dumps(yamlread.parse_documents(data.decode(), "x")[0], indent=4).encode() + b"\n"
 
 
 BYTE_EDITS: dict[str, Callable[[bytes], bytes]] = {
@@ -149,7 +150,7 @@ FILE_CASES: dict[str, Callable[[Path], None]] = {
     "no name": lambda path: _edit(path, lambda data: data.replace(b"  name:", b"  title:", 1)),
     "no apiVersion": lambda path: _edit(path, lambda data: data.replace(b"apiVersion:", b"version:", 1)),
     "a List": lambda path: path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        yamlio.parse_documents(path.read_text(), "x")[0]]})),
+        yamlread.parse_documents(path.read_text(), "x")[0]]})),
     "two documents": lambda path: _edit(path, lambda data: data + b"---\napiVersion: v1\nkind: ConfigMap\n"
                                                                   b"metadata:\n  name: other\n"),
     "a float": lambda path: _edit(path, lambda data: data + b"extra: 1.5\n"),
@@ -225,7 +226,7 @@ def test_every_kustomization_reads_as_read_manifests_reads_it(tmp_path: Path, ca
     kustomization.write_bytes(KUSTOMIZATIONS[case](kustomization.read_bytes(), _names(directory)[0]))
     _same_as_read_manifests(directory, _desired())
     try:
-        docs = yamlio.parse_documents(yamlio.read_text(kustomization, "k"), "k")
+        docs = yamlread.parse_documents(yamlio.read_text(kustomization, "k"), "k")
     except UserError:
         docs = []
     listed = _listed(kustomization)
@@ -254,13 +255,13 @@ NAMES = st.from_regex(rb"\A[a-z0-9][a-z0-9.-]{0,40}\.(?:yaml|yml|json)\Z").map(b
 @budget(200, 3000)
 @given(names=st.lists(NAMES, min_size=1, max_size=4))
 def test_a_listed_line_is_read_as_exactly_that_file_name(names: list[str]) -> None:
-    """What :data:`_LISTED` relies on: YAML reads every line it accepts as one item holding exactly
-    the name (no implicit type of YAML 1.1 ends in letters; no indicator, comment or ``: ``)."""
+    """Names of :data:`_NAME`'s form, listed one a line, read as exactly those names (no implicit
+    type of YAML 1.1 ends in letters; no indicator, comment or ``: ``), by either path of the reader."""
     text = "apiVersion: v1\nresources:\n" + "".join(f"- {name}\n" for name in names)
-    assert _LISTED.fullmatch(text.split("resources:\n")[1].encode())
-    assert yamlio.parse_documents(text, "k") == [{"apiVersion": "v1", "resources": names}]
+    assert all(_NAME.fullmatch(name) for name in names)
+    assert yamlread.parse_documents(text, "k") == [{"apiVersion": "v1", "resources": names}]
     import yaml
-    assert yaml.load(text, Loader=yamlio.BulkLoader) == {"apiVersion": "v1", "resources": names}
+    assert yaml.load(text, Loader=yamlread.BulkLoader) == {"apiVersion": "v1", "resources": names}
 
 
 def _policy() -> DiffPolicy:
@@ -360,7 +361,7 @@ STREAM_EDITS: dict[str, Callable[[bytes], bytes]] = {
     "marker with a space": lambda data: b"--- \n" + data[4:],
     "invalid last document": lambda data: data + b"---\na: [\n",
     "JSON": lambda data: json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        doc for doc in yamlio.parse_documents(data.decode(), "x")]}).encode(),
+        doc for doc in yamlread.parse_documents(data.decode(), "x")]}).encode(),
 }
 
 

@@ -21,11 +21,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import gpustack_render.snapshot as snapshot_pkg
 from gpustack_render.errors import UserError
 from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import fastjson, inputs, load_snapshot
+from gpustack_render.snapshot import fastjson, inputs, load_snapshot, yamlread
 
 RULES = load_rules(None)
 WORKER_GROUP = RULES.vocabulary.workerApiGroup
@@ -42,13 +41,15 @@ def _load(paths: list[str]) -> Any:
 
 
 def _load_both(paths: list[str], monkeypatch: pytest.MonkeyPatch, fast_reader: Any = fastjson) -> tuple[Any, Any]:
-    """(fast, old) results of loading ``paths``: old with ``fast_reader`` (fastjson or fastyaml)
-    declining every file."""
-    snapshot_pkg._COMPOSED.clear()
+    """(fast, old) results of loading ``paths``: old with ``fast_reader`` (fastjson or yamlread)
+    declining every file (yamlread: its text path too, so that libyaml reads every YAML file)."""
+    yamlread._COMPOSED.clear()
     fast = _load(paths)
     with monkeypatch.context() as patch:
         patch.setattr(fast_reader, "read_items", lambda data, models: None)
-        snapshot_pkg._COMPOSED.clear()
+        if fast_reader is yamlread:
+            patch.setattr(yamlread, "_rapid_documents", lambda text: None)
+        yamlread._COMPOSED.clear()
         old = _load(paths)
     return fast, old
 
@@ -340,8 +341,7 @@ from test_yaml_quoting import STRINGS, TRICKY_VALUES  # noqa: E402
 
 import yaml  # noqa: E402
 
-from gpustack_render.snapshot import fastyaml  # noqa: E402
-from gpustack_render.yamlio import BulkLoader  # noqa: E402
+BulkLoader = yamlread.BulkLoader
 
 
 def _typed(value: Any) -> Any:
@@ -354,7 +354,7 @@ def _typed(value: Any) -> Any:
 
 
 def _fast_yaml(text: str) -> list[Any] | None:
-    return fastyaml.read_items(bytearray(text, "utf-8"), lambda group, kind: None)
+    return yamlread.read_items(bytearray(text, "utf-8"), lambda group, kind: None)
 
 
 def _top_items(documents: list[Any]) -> list[Any]:
@@ -383,7 +383,7 @@ def _yaml_same_or_declined(text: str) -> bool:
 
 def test_rapidyaml_is_installed() -> None:
     """Without it every YAML snapshot takes the line reader (correct, 5× slower): say so loudly."""
-    assert fastyaml.ryml is not None, "rapidyaml (import ryml) is not installed"
+    assert yamlread.ryml is not None, "rapidyaml (import ryml) is not installed"
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -460,8 +460,8 @@ def test_kubectl_style_yaml_takes_the_fast_path(tmp_path: Path, monkeypatch: pyt
     assert _yaml_same_or_declined(KUBECTL_NODE)
     path = tmp_path / "nodes.yaml"
     path.write_text(KUBECTL_NODE, encoding="utf-8")
-    monkeypatch.setattr(fastyaml, "read_items", _counted(fastyaml.read_items, calls := []))
-    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
+    monkeypatch.setattr(yamlread, "read_items", _counted(yamlread.read_items, calls := []))
+    fast, old = _load_both([str(path)], monkeypatch, yamlread)
     assert calls == [True] and not isinstance(fast, tuple) and fast == old
     assert isinstance(fast.nodes["gpu-1"], inputs.FastNode) and fast.namespaces == ["team-a"]
 
@@ -498,14 +498,14 @@ def yaml_files(draw: Any) -> list[str]:
 def test_fast_yaml_snapshots_read_as_before(tmp_path_factory: pytest.TempPathFactory,
                                             monkeypatch: pytest.MonkeyPatch, texts: list[str]) -> None:
     paths = _write(tmp_path_factory.mktemp("snap"), texts, ".yaml")
-    fast = _load_both(paths, monkeypatch, fastyaml)
+    fast = _load_both(paths, monkeypatch, yamlread)
     event("refused" if isinstance(fast[0], tuple) else "read")
     assert fast[0] == fast[1]
 
 
 def test_rapidyaml_errors_stay_off_stderr(capfd: pytest.CaptureFixture[str]) -> None:
     """rapidyaml prints a parse error before raising it; the slow path words errors, once."""
-    assert fastyaml.read_items(bytearray(b"a:\n  b: 1\n c: 2\n"), lambda group, kind: None) is None
+    assert yamlread.read_items(bytearray(b"a:\n  b: 1\n c: 2\n"), lambda group, kind: None) is None
     assert capfd.readouterr().err == ""
 
 
@@ -527,9 +527,9 @@ def test_lists_read_in_chunks_read_as_whole(monkeypatch: pytest.MonkeyPatch, ite
                                    width=1 << 20).rstrip("\n"))
     lines += ["kind: List", "metadata:", "  resourceVersion: ''"] if tail else ["kind: List"]
     text = "\n".join(lines) + "\n"
-    monkeypatch.setattr(fastyaml, "_CHUNK", chunk)
+    monkeypatch.setattr(yamlread, "_CHUNK", chunk)
     if len(lines) > 4 and lines[2].startswith("-"):  # items open the block: the layout read in runs
-        assert fastyaml._list_chunks(bytearray(text, "utf-8")) is not None
+        assert yamlread._list_chunks(bytearray(text, "utf-8")) is not None
     event("read" if _yaml_same_or_declined(text) else "declined")
 
 
@@ -555,7 +555,7 @@ def test_lists_read_in_chunks_read_as_whole(monkeypatch: pytest.MonkeyPatch, ite
 def test_odd_yaml_files_read_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     path = tmp_path / "snap.yaml"
     path.write_bytes(text.encode("utf-8"))
-    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
+    fast, old = _load_both([str(path)], monkeypatch, yamlread)
     assert fast == old
 
 
@@ -575,5 +575,5 @@ def test_control_and_break_characters_are_declined(tmp_path: Path, monkeypatch: 
     assert _fast_yaml(text) is None
     path = tmp_path / "snap.yaml"
     path.write_bytes(text.encode("utf-8"))
-    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
+    fast, old = _load_both([str(path)], monkeypatch, yamlread)
     assert fast == old

@@ -23,7 +23,7 @@ import pytest
 
 from gpustack_render.memo import Memo
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import fastjson, fastyaml, inputs
+from gpustack_render.snapshot import fastjson, inputs, yamlread
 from test_speed_snapshot import _load, _load_both, _typed  # the fast reader against the old one
 
 RULES = load_rules(None)
@@ -194,7 +194,7 @@ def test_snapshot_files_are_mapped_and_read_alike(tmp_path: Path) -> None:
                          "  metadata:\n    name: ns\n")
     mapped = fastjson.map_file(yaml_file)
     assert mapped is not None and fastjson.read_items(mapped, FAST) is None
-    by_map, by_bytes = fastyaml.read_items(mapped, FAST), fastyaml.read_items(yaml_file.read_bytes(), FAST)
+    by_map, by_bytes = yamlread.read_items(mapped, FAST), yamlread.read_items(yaml_file.read_bytes(), FAST)
     assert by_map is not None and by_map == by_bytes
     (tmp_path / "c.json").write_bytes(b"")
     assert fastjson.map_file(tmp_path / "c.json") is None
@@ -228,7 +228,7 @@ def test_the_quantity_cache_keeps_no_refusal_and_stays_bounded() -> None:
 
 
 def test_read_list_types_a_run_in_one_call_or_item_by_item() -> None:
-    """fastyaml hands runs of a List's items to read_list: the same items either way."""
+    """yamlread hands runs of a List's items to read_list: the same items either way."""
     bulk = json.dumps(BULK).encode()
     mixed = json.dumps(BULK + [FLAVOR]).encode()
     typed = fastjson.read_list(bulk, FAST)

@@ -21,6 +21,7 @@ import pytest
 from cli_invoke import invoke
 
 from gpustack_render import yamlio
+from gpustack_render.snapshot import yamlread
 from gpustack_render.diff import DiffPolicy
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
@@ -78,10 +79,10 @@ def _render_dir(tmp_path: Path, *args: str) -> Path:
 
 def _stream_of(directory: Path, tmp_path: Path) -> Path:
     """The directory's objects as one YAML stream: the form read by parsing, never by the shortcut."""
-    names = yamlio.parse_documents((directory / "kustomization.yaml").read_text(encoding="utf-8"), "k")[0]
+    names = yamlread.parse_documents((directory / "kustomization.yaml").read_text(encoding="utf-8"), "k")[0]
     docs = []
     for name in names["resources"]:
-        docs.extend(yamlio.parse_documents((directory / name).read_text(encoding="utf-8"), name))
+        docs.extend(yamlread.parse_documents((directory / name).read_text(encoding="utf-8"), name))
     stream = tmp_path / "stream.yaml"
     stream.write_text(yamlio.dump_yaml_stream(docs), encoding="utf-8")
     return stream
@@ -101,7 +102,7 @@ def test_diff_against_a_directory_equals_diff_against_its_stream(tmp_path: Path,
                            encoding="utf-8")
     changed = next(p for p in files if p.name.startswith("clusterqueue-"))
     obj = json.loads(changed.read_text(encoding="utf-8")) if fmt == "json" else \
-        yamlio.parse_documents(changed.read_text(encoding="utf-8"), "x")[0]
+        yamlread.parse_documents(changed.read_text(encoding="utf-8"), "x")[0]
     obj["spec"]["stopPolicy"] = "Hold"
     changed.write_text(yamlio.dump_json(obj) if fmt == "json" else yamlio.dump_yaml(obj), encoding="utf-8")
     stream = _stream_of(directory, tmp_path)
@@ -146,7 +147,7 @@ def test_objects_the_writers_would_not_read_back_are_parsed(tmp_path: Path) -> N
 
 def test_a_listed_fifo_or_directory_is_missing_not_waited_on(tmp_path: Path) -> None:
     directory = _render_dir(tmp_path)
-    names = yamlio.parse_documents((directory / "kustomization.yaml").read_text(encoding="utf-8"), "k")[0]
+    names = yamlread.parse_documents((directory / "kustomization.yaml").read_text(encoding="utf-8"), "k")[0]
     (directory / names["resources"][0]).unlink()
     os.mkfifo(directory / names["resources"][0])
     (directory / names["resources"][1]).unlink()

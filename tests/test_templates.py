@@ -23,7 +23,7 @@ from gpustack_render.sandbox import BoundedSandbox
 from gpustack_render.render.tree import MAX_OBJECT_CHARS, build_all, compile_template
 from gpustack_render.render.values import OMIT, Values
 from gpustack_render.rulesyaml import parse
-from gpustack_render.yamlio import BulkLoader
+from gpustack_render.snapshot.yamlread import BulkLoader
 
 DEMO = REPO / "fixtures" / "demo"
 

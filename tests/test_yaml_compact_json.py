@@ -1,4 +1,4 @@
-"""rapidyaml writes each parsed YAML document as compact JSON (``fastyaml._json_of``): the values
+"""rapidyaml writes each parsed YAML document as compact JSON (``yamlread._json_of``): the values
 are those of its indented JSON, the text is shorter. Compared on drawn block documents and on a
 generated kubectl-style List; the readers' results against PyYAML are checked in test_speed_snapshot."""
 
@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, event, given, settings
 from test_speed_paths import documents as block_documents
 from test_yaml_scan_thread import _kubectl_yaml
 
-from gpustack_render.snapshot import fastyaml
+from gpustack_render.snapshot import yamlread
 
 
 def _both(text: str) -> tuple[Any, Any] | None:
     """(indented, compact) JSON of every document of ``text`` as rapidyaml writes them; ``None``
     when rapidyaml refuses the text."""
-    ryml = fastyaml._engines().ryml
+    ryml = yamlread._engines().ryml
     try:
         tree = ryml.parse_in_arena(text.encode("utf-8"))
     except Exception:  # rapidyaml's own parse errors: nothing to compare
@@ -30,7 +30,7 @@ def _both(text: str) -> tuple[Any, Any] | None:
         indented = [ryml.emit_json_malloc(tree, node).encode("utf-8") for node in ids]
     except Exception:  # rapidyaml's own emit errors (anchors, ...): the reader declines these too
         return None
-    compact = [bytes(fastyaml._json_of(tree, node, 16)) for node in ids]  # 16: the regrow path too
+    compact = [bytes(yamlread._json_of(tree, node, 16)) for node in ids]  # 16: the regrow path too
     return indented, compact
 
 
@@ -76,6 +76,6 @@ def test_emitter_errors_stay_off_stderr(capfd: pytest.CaptureFixture[str]) -> No
     """rapidyaml's JSON writer stops at 64 levels and prints why before raising (with a pointer
     that changes from run to run): the file is declined quietly, and the slow path reads it."""
     text = "".join(f"{'  ' * depth}k{depth}:\n" for depth in range(70)) + "  " * 70 + "leaf: 1\n"
-    assert fastyaml._engines().danger.search(text.encode()) is None  # (block nesting passes the scan)
-    assert fastyaml.read_items(bytearray(text, "utf-8"), lambda group, kind: None) is None
+    assert yamlread._engines().danger.search(text.encode()) is None  # (block nesting passes the scan)
+    assert yamlread.read_items(bytearray(text, "utf-8"), lambda group, kind: None) is None
     assert capfd.readouterr().err == ""

@@ -1,5 +1,5 @@
 """A large kubectl List is pre-scanned a run of items at a time, in a thread, one run ahead of
-rapidyaml's parse (``fastyaml._Scans``).
+rapidyaml's parse (``yamlread._Scans``).
 
 Only the order of the work changes: every run is scanned before it is parsed, so the file is read
 exactly as when the whole file is scanned first, and a file the scan rejects is declined before the
@@ -23,14 +23,14 @@ from test_speed_paths import documents as block_documents
 from test_speed_snapshot import OBJECTS, _load_both, _yaml_same_or_declined
 from test_yaml_quoting import STRINGS, TRICKY_VALUES
 
-from gpustack_render.snapshot import fastyaml
+from gpustack_render.snapshot import yamlread
 
 NO_MODELS = lambda group, kind: None  # noqa: E731  (every item untyped)
 
 
 @pytest.fixture
 def threaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fastyaml, "_THREADED_SCAN", 0)
+    monkeypatch.setattr(yamlread, "_THREADED_SCAN", 0)
 
 
 def _kubectl_yaml(nodes: int, seed: int) -> str:
@@ -54,8 +54,8 @@ def test_threaded_scan_reads_block_documents_as_pyyaml_or_declines(threaded: Non
 def test_threaded_scan_declines_what_the_scan_rejects(threaded: None, scalar: str, where: str) -> None:
     """A file the scan rejects after rapidyaml has read it is still declined (or read as PyYAML does)."""
     text = where.format(scalar)
-    threaded_result = fastyaml.read_items(bytearray(text, "utf-8"), NO_MODELS)
-    scanned_first = None if fastyaml._engines().danger.search(text.encode()) else threaded_result
+    threaded_result = yamlread.read_items(bytearray(text, "utf-8"), NO_MODELS)
+    scanned_first = None if yamlread._engines().danger.search(text.encode()) else threaded_result
     assert threaded_result == scanned_first, text
     event("read" if _yaml_same_or_declined(text) else "declined")
 
@@ -69,9 +69,9 @@ def test_a_rejected_list_is_declined_after_its_parse(threaded: None) -> None:
     word = "- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: on\n"
     clean, rejected = (bytearray(f"{head}\n{item}metadata:\n  resourceVersion: ''\n", "utf-8")
                        for item in ("", word))
-    assert fastyaml._list_chunks(rejected) is not None
-    assert fastyaml.read_items(clean, NO_MODELS) is not None
-    assert fastyaml.read_items(rejected, NO_MODELS) is None
+    assert yamlread._list_chunks(rejected) is not None
+    assert yamlread.read_items(clean, NO_MODELS) is not None
+    assert yamlread.read_items(rejected, NO_MODELS) is None
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -79,11 +79,11 @@ def test_threaded_and_scanned_first_read_a_generated_snapshot_alike(tmp_path: Pa
                                                                     seed: int) -> None:
     path = tmp_path / "snap.yaml"
     path.write_text(_kubectl_yaml(150, seed))
-    first = fastyaml.read_items(bytearray(path.read_bytes()), NO_MODELS)
+    first = yamlread.read_items(bytearray(path.read_bytes()), NO_MODELS)
     assert first is not None, "the generated kubectl-style List should take the fast path"
-    monkeypatch.setattr(fastyaml, "_THREADED_SCAN", 0)
-    assert fastyaml.read_items(bytearray(path.read_bytes()), NO_MODELS) == first
-    fast, old = _load_both([str(path)], monkeypatch, fastyaml)
+    monkeypatch.setattr(yamlread, "_THREADED_SCAN", 0)
+    assert yamlread.read_items(bytearray(path.read_bytes()), NO_MODELS) == first
+    fast, old = _load_both([str(path)], monkeypatch, yamlread)
     assert fast == old
 
 
@@ -92,7 +92,7 @@ def test_a_scan_that_raises_is_our_bug_not_a_decline() -> None:
         def search(self, data: Any) -> Any:
             raise MemoryError("drawn")
 
-    scans = fastyaml._Scans(Broken())
+    scans = yamlread._Scans(Broken())
     try:
         scans.ask(bytearray(b"a: b\n"))
         with pytest.raises(RuntimeError, match="pre-scan did not finish"):
@@ -111,7 +111,7 @@ def test_runs_are_scanned_in_order(monkeypatch: pytest.MonkeyPatch, threads: boo
         def refuse(self: threading.Thread) -> None:
             raise RuntimeError("can't start new thread")
         monkeypatch.setattr(threading.Thread, "start", refuse)
-    scans = fastyaml._Scans(fastyaml._engines().danger)
+    scans = yamlread._Scans(yamlread._engines().danger)
     try:
         verdicts = []
         for text in (b"a: b\n", b"a: yes\n", b"- x\n", b"k: 0777\n"):
@@ -130,15 +130,15 @@ def test_a_rejected_run_is_never_parsed(threaded: None, monkeypatch: pytest.Monk
     deep = "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: deep\n  data:\n    a: " + "[" * 5000 + "\n"
     data = bytearray(f"{head}\n{deep}metadata:\n  resourceVersion: ''\n", "utf-8")
     parsed: list[bytes] = []
-    real = fastyaml._json_documents
+    real = yamlread._json_documents
 
     def watch(chunk: bytearray, tree: Any = None) -> Any:
         parsed.append(bytes(chunk))
         return real(chunk, tree)
 
-    monkeypatch.setattr(fastyaml, "_json_documents", watch)
-    monkeypatch.setattr(fastyaml, "_CHUNK", 1 << 10)  # many runs: the deep one comes last
-    assert fastyaml.read_items(data, NO_MODELS) is None
+    monkeypatch.setattr(yamlread, "_json_documents", watch)
+    monkeypatch.setattr(yamlread, "_CHUNK", 1 << 10)  # many runs: the deep one comes last
+    assert yamlread.read_items(data, NO_MODELS) is None
     assert parsed and not any(b"[[[" in chunk for chunk in parsed)
 
 
@@ -158,7 +158,7 @@ def test_lists_scanned_run_by_run_read_as_whole(threaded: None, monkeypatch: pyt
             lines.append(yaml.dump([item], Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False,
                                    width=1 << 20).rstrip("\n"))
     lines += ["kind: List", "metadata:", "  resourceVersion: ''"] if tail else ["kind: List"]
-    monkeypatch.setattr(fastyaml, "_CHUNK", chunk)
+    monkeypatch.setattr(yamlread, "_CHUNK", chunk)
     event("read" if _yaml_same_or_declined("\n".join(lines) + "\n") else "declined")
 
 
@@ -171,10 +171,10 @@ def test_no_scan_thread_is_left_when_a_copy_fails(threaded: None, monkeypatch: p
 
     data = bytearray(_kubectl_yaml(5, seed=6), "utf-8")
     before = set(threading.enumerate())
-    monkeypatch.setattr(fastyaml, "memoryview", no_memory, raising=False)
+    monkeypatch.setattr(yamlread, "memoryview", no_memory, raising=False)
     for _ in range(3):
         with pytest.raises(MemoryError):
-            fastyaml.read_items(data, NO_MODELS)
+            yamlread.read_items(data, NO_MODELS)
     for thread in set(threading.enumerate()) - before:
         thread.join(timeout=5)
         assert not thread.is_alive(), "a scan thread was left waiting"

@@ -9,9 +9,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack_render.snapshot import fastyaml
+from gpustack_render.snapshot import yamlread
 
-ORACLE = re.compile(rb"(?m)^" + fastyaml._TOP_LINE)
+ORACLE = re.compile(rb"(?m)^" + yamlread._TOP_LINE)
 TEXTS = st.lists(st.sampled_from([b"\n", b" ", b"-", b"#", b"a", b":", b"- ", b"-\n", b"items:\n", b"\n\n"]),
                  max_size=40).map(b"".join)
 
@@ -23,9 +23,9 @@ def _oracle(data: bytes) -> list[int]:
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(TEXTS)
 def test_top_lines_are_the_multiline_anchors_starts(data: bytes) -> None:
-    assert list(fastyaml.top_lines(data)) == _oracle(data)
+    assert list(yamlread.top_lines(data)) == _oracle(data)
 
 
 def test_edges() -> None:
     for data in (b"", b"a", b"-", b"-a", b"- a", b"\n", b"\na", b"a\n", b"a\nb\n- c\n  d\n-e\n#f\n", b"\n\n-\n"):
-        assert list(fastyaml.top_lines(data)) == _oracle(data), data
+        assert list(yamlread.top_lines(data)) == _oracle(data), data

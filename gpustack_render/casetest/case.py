@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Any, Sequence
 
-import yaml
-
 from gpustack_render.casetest import admission
+from gpustack_render.snapshot import yamlread
 
 CASE_FILE = "case.yaml"
 EXPECTED_FILE = "expected.yaml"
@@ -103,8 +102,8 @@ def load_case(path: Path) -> Case:
     case_file = path / CASE_FILE
     where = str(case_file)
     try:
-        raw = yaml.safe_load(case_file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        raw = yamlread.document(case_file.read_text(encoding="utf-8"))
+    except (OSError, yamlread.Invalid) as err:
         raise CaseDefinitionError(f"{where}: cannot read: {err}") from err
     _check_fields(raw, _CASE_FIELDS, where, "must be a mapping")
     description = raw.get("description")

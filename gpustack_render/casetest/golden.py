@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from gpustack_render.casetest import admission
+from gpustack_render.snapshot import yamlread
 from gpustack_render.casetest.case import ADMIT, LIST_COMMANDS, Case, CaseDefinitionError
 from gpustack_render.casetest.run import command_argv
 from gpustack_render.casetest.semantic import compare_objects, compare_patches, show as _show
@@ -73,8 +74,8 @@ def load_expected(case: Case) -> Any:
     if not path.exists():
         raise CaseDefinitionError(f"{path}: missing (write it by hand or run `gpustack-render test --update`)")
     try:
-        docs = [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) if d is not None]
-    except yaml.YAMLError as err:
+        docs = yamlread.documents(path.read_text(encoding="utf-8"))
+    except yamlread.Invalid as err:
         raise CaseDefinitionError(f"{path}: invalid YAML: {err}") from err
     if case.command == ADMIT:
         return _admit_golden(case, docs)

@@ -4,10 +4,9 @@
 back; this module only reaches the same list sooner for the directory ``render -o`` writes (a
 10,000-Node one holds 10,957 files), and hands every other input to it unchanged:
 
-* ``kustomization.yaml`` is not parsed line by line when its ``resources`` are one file name per
-  line in the form every object name gives (:data:`_LISTED`); its head (what precedes
-  ``resources:``) is parsed with one probe item, which reads the list exactly as the whole file
-  would be read (see :func:`_listed`).
+* ``kustomization.yaml`` is read as ``read_manifests`` reads it (the one YAML reader); its
+  ``resources`` are taken here when each is a file name in the form every object name gives
+  (:data:`_NAME`, see :func:`_listed`).
 * each listed file is opened relative to the directory (no ``pathlib`` and no path walk per
   file), and one holding exactly the bytes ``render -o`` writes for a desired object is that
   object, as ``read_manifests`` takes it.
@@ -27,18 +26,14 @@ from typing import Any, Sequence
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import is_list_kind
 from gpustack_render.diff.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
-from gpustack_render.yamlio import WRITE_ERRORS, dump_yaml_stream, parse_documents
+from gpustack_render.snapshot.yamlread import parse_documents
+from gpustack_render.yamlio import WRITE_ERRORS, dump_yaml_stream
 
 KUSTOMIZATION = "kustomization.yaml"
-_RESOURCES = b"resources:\n"
-# One listed file per line, in the form ``render -o`` names files (lower-case kind, DNS-style
-# namespace and name, a manifest suffix). Every YAML reader reads such a line as an item of the
-# ``resources`` block sequence holding exactly that string: the name has no indicator, no ``: ``
-# or `` #``, no quote, and ends in letters, which none of YAML 1.1's implicit types (bool, int,
-# float, null, merge, value, timestamp) can (tests/test_speed_diff_current.py checks the readers).
-# Nor is it ``.`` or a path with ``/``: DIR joined with it is DIR + "/" + name, as pathlib joins it.
-_LISTED = re.compile(rb"(?:- [a-z0-9][a-z0-9.-]*\.(?:yaml|yml|json)\n)+")
-_PROBE = "- probe.yaml\n"
+# A listed file in the form ``render -o`` names files (lower-case kind, DNS-style namespace and name, a
+# manifest suffix): not ``.`` nor a path with ``/``, so DIR joined with it is DIR + "/" + name, as
+# pathlib joins it.
+_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*\.(?:yaml|yml|json)")
 
 
 def read_current(path: Path | str, desired: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -125,32 +120,20 @@ def _printed(file: Path, desired: Sequence[dict[str, Any]]) -> list[dict[str, An
 
 
 def _listed(kustomization: Path) -> list[str] | None:
-    """The ``resources`` of a kustomization written as ``render -o`` writes it, as
-    ``read_manifests`` would read them; ``None`` for any other file (it then reads it itself).
-
-    The text is ``HEAD`` + ``resources:`` + lines matching :data:`_LISTED` to its end. ``HEAD`` +
-    ``resources:`` + one probe line must parse (as the file is parsed) to one mapping whose last key
-    is ``resources`` with the probe as its only item: the head then closes every construct before
-    the ``resources:`` line, which starts a key of the root mapping, and each further line at
-    column 0 is one more item of the same sequence."""
+    """The ``resources`` of a kustomization, as ``read_manifests`` reads them, when each is a file
+    name of :data:`_NAME`'s form; ``None`` for any other file (it then reads it itself)."""
     data = _read_bytes(kustomization)
-    if data is None or b"\r" in data:
-        return None
-    cut = data.find(b"\n" + _RESOURCES) + 1
-    if cut == 0 and not data.startswith(_RESOURCES):
-        return None
-    start = cut + len(_RESOURCES)
-    if not _LISTED.fullmatch(data, start):
+    if data is None or b"\r" in data:  # (read_manifests reads it with universal newlines)
         return None
     try:
-        head = data[:start].decode("utf-8")
-        probe = parse_documents(head + _PROBE, str(kustomization))
+        docs = parse_documents(data.decode("utf-8"), str(kustomization))
     except (UnicodeDecodeError, UserError):
         return None
-    if len(probe) != 1 or not isinstance(probe[0], dict) or list(probe[0])[-1:] != ["resources"] \
-            or probe[0]["resources"] != [_PROBE[2:-1]]:
+    resources = docs[0].get("resources") if len(docs) == 1 and isinstance(docs[0], dict) else None
+    if not isinstance(resources, list) \
+            or not all(isinstance(name, str) and _NAME.fullmatch(name) for name in resources):
         return None
-    return data[start:-1].decode("ascii").replace("- ", "").split("\n")
+    return resources
 
 
 def _complete(obj: dict[str, Any]) -> bool:

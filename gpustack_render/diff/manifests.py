@@ -17,7 +17,8 @@ from gpustack_render.emit import MANIFEST_SUFFIXES
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists, stdin_text
-from gpustack_render.yamlio import WRITE_ERRORS, dump_json, parse_documents, read_text
+from gpustack_render.snapshot.yamlread import parse_documents
+from gpustack_render.yamlio import WRITE_ERRORS, dump_json, read_text
 
 STDIN = "-"  # the path argument that means standard input, as for SNAPSHOT
 STDIN_DISPLAY = "<stdin>"  # how messages name it, as the snapshot reader does

@@ -8,10 +8,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import yaml
-
 from gpustack_render.errors import UserError
-from gpustack_render.yamlio import dump_json, dump_yaml, dump_yaml_stream, load_yaml_text, may_hold_floats
+from gpustack_render.snapshot import yamlread
+from gpustack_render.yamlio import dump_json, dump_yaml, dump_yaml_stream, may_hold_floats
 
 
 def as_list(objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -61,8 +60,8 @@ def _is_manifest(entry: Path) -> bool:
 def _previous_resources(target: Path) -> set[str]:
     """The files an earlier render listed in its ``kustomization.yaml`` (what it wrote)."""
     try:
-        docs = list(load_yaml_text((target / KUSTOMIZATION).read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # unreadable: nothing in it counts as ours
+        docs = yamlread.documents((target / KUSTOMIZATION).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yamlread.Invalid):  # unreadable: nothing in it counts as ours
         return set()
     resources = docs[0].get("resources") if docs and isinstance(docs[0], dict) else None
     return {str(r) for r in resources} if isinstance(resources, list) else set()

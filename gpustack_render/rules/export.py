@@ -14,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpustack_render.errors import UserError
 from gpustack_render.rules import schema
+from gpustack_render import rulesyaml
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://gpustack.ai/schemas/render/"
@@ -116,10 +118,9 @@ MODELINE_PREFIX = "# yaml-language-server: $schema="
 
 def _kind_of(text: str) -> str | None:
     """The rule kind a file declares (``None`` when it is not a readable rule file)."""
-    import yaml
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = rulesyaml.parse(text, "")  # the rule files' reader
+    except UserError:
         return None
     kind = data.get("kind") if isinstance(data, dict) else None
     return kind if kind in schema.FILE_KINDS else None

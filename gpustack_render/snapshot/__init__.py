@@ -1,7 +1,8 @@
 """Snapshot files → a validated, typed :class:`Snapshot` (inputs.md, cli-contract.md).
 
 Knows nothing of rules beyond where the settings object lives. Bulk parsing stays on C paths
-(json / libyaml); validation is pydantic; every problem of every object is reported in one pass.
+(msgspec / json, YAML by :mod:`.yamlread`); validation is pydantic; every problem of every object is
+reported in one pass.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from gpustack_render.snapshot import fastjson, fastyaml, inputs
+from gpustack_render.snapshot import fastjson, inputs, yamlread
 from gpustack_render.snapshot.workload_kind import DEFAULT_NAMESPACE, GROUP as WORKLOAD_GROUP, KIND as WORKLOAD_KIND
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity, is_list_kind
-from gpustack_render.yamlio import BulkLoader, parse_documents, read_text
+from gpustack_render.snapshot.yamlread import locate_line, parse_documents
+from gpustack_render.yamlio import read_text
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 # Kinds the renderer does not read but ``diff`` (live objects of rendered kinds) and ``validate``
@@ -73,7 +74,7 @@ _UNTYPED: fastjson.FastModels = lambda group, kind: None  # noqa: E731  (every o
 @dataclass(eq=False)
 class _File:
     """One snapshot file as read: per object its reader handed on, the typed struct of a bulk kind
-    (:mod:`.fastjson`, :mod:`.fastyaml`) or the :class:`_Source` objects it flattens to (a list).
+    (:mod:`.fastjson`, :mod:`.yamlread`) or the :class:`_Source` objects it flattens to (a list).
 
     The typed objects keep no JSON text, so the file's bytes are freed before the next one is read
     (they were 430 MB of a 1.2 GB peak at 65,000 Nodes); a duplicate identity, rare, reads the
@@ -91,7 +92,7 @@ class _File:
             data = self.data if self.data is not None else _bytes_of(self.path, None)
             texts: list[Any] | None = fastjson.raw_items(data)
             if texts is None:
-                texts = fastyaml.read_items(data, _UNTYPED)
+                texts = yamlread.read_items(data, _UNTYPED)
             self.texts = texts or []
         if index >= len(self.texts):  # the file changed meanwhile
             raise UserError.single("changed while it was read", file=self.name)
@@ -180,8 +181,9 @@ def stdin_text(problems: list[Problem]) -> str | None:
 
 
 def _parse_file(display: str, path: Path | None, stdin_text: str | None, problems: list[Problem]) -> list[Any]:
-    """The documents of one file (``path`` ``None``: ``stdin_text``) read by libyaml/json, the reader
-    that words every problem; an unreadable or invalid file goes to ``problems``. The text, as large
+    """The documents of one file (``path`` ``None``: ``stdin_text``) as plain data (json, YAML by
+    :func:`.yamlread.parse_documents`, whose libyaml words every problem); an unreadable or invalid
+    file goes to ``problems``. The text, as large
     as the snapshot, is freed before the objects are typed."""
     try:
         return parse_documents(read_text(path, display) if path is not None else stdin_text or "", display)
@@ -194,7 +196,7 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
                   fast_models: fastjson.FastModels) -> list[_File]:
     """Every object of ``paths`` in order. A JSON file is decoded from bytes, its bulk kinds typed on
     the way (:mod:`.fastjson`), a YAML file in kubectl's block style through rapidyaml's JSON
-    (:mod:`.fastyaml`); a file those readers decline is read as before (same messages)."""
+    (:mod:`.yamlread`); a file those readers decline is read as plain data (:func:`_parse_file`)."""
     out: list[_File] = []
     for display, path in expand_paths(paths):
         files.append(display)
@@ -206,8 +208,8 @@ def _read_objects(paths: Iterable[str], problems: list[Problem], files: list[str
         data = _bytes_of(path, piped)
         try:
             items = fastjson.read_items(data, fast_models)
-            if items is None:  # (JSON fastjson declines: fastyaml declines it too)
-                items = fastyaml.read_items(data, fast_models)
+            if items is None:  # (JSON fastjson declines: yamlread declines it too)
+                items = yamlread.read_items(data, fast_models)
         except (RecursionError, ValueError):  # nested too deeply, a number too long: the slow path words it
             items = None
         kept, data = (data if path is None else None), b""  # the bytes of one file at a time (see _File)
@@ -279,59 +281,6 @@ def _message(error: ErrorDetails) -> str:
             else type(value).__name__
         return f"expected {words[kind]}, got {shown}"
     return error["msg"].lower()
-
-
-_COMPOSED: dict[str, dict[tuple[str, str], yaml.Node]] = {}
-
-
-def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of ``loc`` inside object ``kind/name`` of ``file``, or ``None``.
-
-    Only called on the error path: the file is composed again (libyaml keeps marks) so the fast
-    bulk load never pays for positions.
-    """
-    if file == "<stdin>":
-        return None
-    index = _COMPOSED.get(file)
-    if index is None:
-        index = _COMPOSED[file] = {}
-        try:
-            text = Path(file).read_text(encoding="utf-8")
-            roots = list(yaml.compose_all(text, Loader=BulkLoader))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            return None
-        stack = [r for r in roots if r is not None]
-        while stack:
-            current = stack.pop()
-            if isinstance(current, yaml.MappingNode):
-                fields = {k.value: v for k, v in current.value if isinstance(k, yaml.ScalarNode)}
-                meta = fields.get("metadata")
-                kind_node = fields.get("kind")
-                if isinstance(kind_node, yaml.ScalarNode) and isinstance(meta, yaml.MappingNode):
-                    meta_fields = {k.value: v for k, v in meta.value if isinstance(k, yaml.ScalarNode)}
-                    name_node = meta_fields.get("name")
-                    if isinstance(name_node, yaml.ScalarNode):
-                        index[(kind_node.value, name_node.value)] = current
-                items = fields.get("items")
-                if isinstance(items, yaml.SequenceNode):
-                    stack.extend(items.value)
-    node = index.get((kind, name))
-    if node is None:
-        return None
-    line = node.start_mark.line + 1
-    for part in loc:
-        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-            match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part]
-            if not match:
-                break
-            key, node = match[0]
-            line = key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
 
 
 def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker_group: str) -> Snapshot:

@@ -357,11 +357,10 @@ def models(worker_group: str) -> dict[tuple[str, str], type[Model]]:
 def builtin_vocabulary() -> dict[str, Any]:
     """The built-in rules/vocabulary.yaml as plain data, for a caller that is handed no rules (the
     values are read from the rule file, never restated here)."""
-    import yaml
-
     from gpustack_render.rules.resources import default_rules_dir
-    with open(default_rules_dir() / "vocabulary.yaml", encoding="utf-8") as handle:
-        return dict(yaml.safe_load(handle))
+    from gpustack_render import rulesyaml  # the rule files' reader
+    path = default_rules_dir() / "vocabulary.yaml"
+    return dict(rulesyaml.load(path, str(path)))
 
 
 # --- fast decoding of the bulk kinds ------------------------------------------------------------------

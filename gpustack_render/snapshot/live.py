@@ -100,7 +100,7 @@ def _check_kubeconfig(paths: list[Path], context: str | None) -> None:
     The client's own messages for these cases are a YAML parser dump, or ``'str' object does not
     support item assignment``, or a silent fall back to no credentials.
     """
-    import yaml
+    from gpustack_render.snapshot import yamlread
     contexts: list[str] = []
     current = ""
     for path in paths:
@@ -111,12 +111,10 @@ def _check_kubeconfig(paths: list[Path], context: str | None) -> None:
         except OSError as err:
             raise UserError.single(f"cannot read kubeconfig: {err.strerror or err}", file=str(path)) from None
         try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            raise UserError([Problem(f"cannot use kubeconfig: not YAML: {getattr(err, 'problem', None) or err}",
-                                     file=str(path), line=mark.line + 1 if mark else None,
-                                     column=mark.column + 1 if mark else None)]) from None
+            doc = yamlread.document(text)
+        except yamlread.Invalid as err:
+            raise UserError([Problem(f"cannot use kubeconfig: not YAML: {err.reason}", file=str(path),
+                                     line=err.line, column=err.column)]) from None
         if not isinstance(doc, dict):
             raise UserError.single("cannot use kubeconfig: not a kubeconfig (a mapping with clusters, "
                                    "users and contexts)", file=str(path))

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Iterator
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.memo import Bounded, ContentKey, content_key
 from gpustack_render.diff.manifests import MANIFEST_SUFFIXES
-from gpustack_render.yamlio import parse_documents, read_text
+from gpustack_render.snapshot.yamlread import parse_documents
+from gpustack_render.yamlio import read_text
 
 CRD_GROUP = "apiextensions.k8s.io"
 _MAP_KEYS = ("properties", "patternProperties", "$defs", "definitions")

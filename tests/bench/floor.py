@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
     import msgspec
     import ryml  # type: ignore[import-untyped]
 
-    from gpustack_render.snapshot import fastjson, fastyaml
+    from gpustack_render.snapshot import fastjson, yamlread
     t0 = time.perf_counter()
     if snapshot.suffix == ".json":
         with open(snapshot, "rb") as handle:
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
             msgspec.json.decode(mapped)
     else:
         data = snapshot.read_bytes()
-        chunked = fastyaml._list_chunks(data)
+        chunked = yamlread._list_chunks(data)
         ranges = chunked[1] if chunked is not None else [(0, len(data))]
         tree = ryml.Tree()
         for begin, end in ranges:

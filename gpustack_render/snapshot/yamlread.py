@@ -1,9 +1,10 @@
-r"""YAML snapshot files (``kubectl get -o yaml``) read at C speed, with kubectl's YAML 1.1 readings.
+r"""The one YAML reader of snapshots (and of the other YAML data the tool reads: CRDs, kustomization
+files, kubeconfig, case files), with kubectl's YAML 1.1 readings, at C speed where it can.
 
-The file is parsed by rapidyaml (C++), which writes it out as JSON; that JSON goes through the
+A file is parsed by rapidyaml (C++), which writes it out as JSON; a snapshot's JSON goes through the
 same msgspec reader as JSON snapshots (:mod:`.fastjson`), so Nodes, Devices and Namespaces are
-typed straight from it. A 10,000-Node List (80 MB) took 7.5 s through the line reader of
-``yamlio``; this takes 0.75 s (the whole render 1.08 s).
+typed straight from it (:func:`read_items`); other text is ``json.loads``-ed (:func:`documents`).
+A 10,000-Node List (80 MB) takes 0.75 s this way; PyYAML's loader takes 36 s.
 
 rapidyaml reads YAML 1.2 (``yes``, ``0777``, ``1_000``, ``1:20`` are strings to it, ``1e3`` a
 number) and its JSON writer rewrites ``nan``/``inf`` and normalises ``5.``, where the tool has
@@ -11,12 +12,9 @@ always read YAML 1.1 as PyYAML does (kubectl's reading; timestamps kept as text)
 rapidyaml only when one pre-scan (RE2, linear time, in C) finds in it none of:
 
 * a plain value (after ``key:``, after ``-``, or alone on a line) that either reader could take
-  for something the other does not: YAML 1.1's other booleans and nulls (``yes``, ``On``,
-  ``True``, ``Null``, ``~``), ``inf``/``nan`` in any spelling, ``<<`` and ``=``, and every number
-  but a plain decimal integer of at most 18 digits (octal, hex, binary, ``_``, sexagesimal, ``+``,
-  floats, exponents);
-* a plain key that PyYAML does not read as a string (a number, a boolean, a null, ``<<``) or
-  that rapidyaml rewrites (``nan``), or an empty key;
+  for something the other does not, and a plain key that PyYAML does not read as a string or that
+  rapidyaml rewrites, or an empty key: :mod:`gpustack_render.yamlscalars`' ``GUARD_*`` rules,
+  which sit beside the writer's quoting rules;
 * what would put scalars where the scan does not look or give them a type by other means: flow
   collections other than ``{}``/``[]``, tags, anchors, aliases, block scalars, complex keys,
   directives;
@@ -24,37 +22,39 @@ rapidyaml only when one pre-scan (RE2, linear time, in C) finds in it none of:
   surrogates).
 
 Strings that merely look like numbers to a person (``64Gi``, ``10.0.0.1``, UUIDs, dates) are read
-as strings by both and pass. Anything the scan finds, and any file rapidyaml refuses, is read as
-before (``yamlio.parse_documents``), which also words every error.
+as strings by both and pass. Anything the scan finds, and any file rapidyaml refuses, is read by
+libyaml (PyYAML's C loader, :class:`BulkLoader`), which also words every error and gives the lines
+of a snapshot's field errors (:func:`locate_line`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
+import yaml
+
+from gpustack_render import timing
+from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import is_list_kind
 from gpustack_render.snapshot import fastjson
+from gpustack_render.yamlscalars import GUARD_ANY_FLOAT, GUARD_KEY_START, GUARD_KEY_WORDS, GUARD_ODD_INT, GUARD_WORDS
 
 # --- the pre-scan (RE2 syntax: no look-around) ----------------------------------------------------
-_WORDS = (rb"yes|Yes|YES|no|No|NO|True|TRUE|False|FALSE|on|On|ON|off|Off|OFF|Null|NULL|~|<<|="
-          rb"|[-+]?\.?(?i:inf|infinity|nan)")
-_KEY_WORDS = _WORDS + rb"|true|false|null"
-_ODD_INT = (rb"[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?0x[0-9a-fA-F_]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"
-            rb"|\+[0-9_]+|-?[0-9]*_[0-9_]*|-?[1-9][0-9]{18,}")
-_ANY_FLOAT = rb"[-+]?[0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
 _VALUE_AT = rb"(?:(?::|-) +|^ *)"
 _VALUE_END = rb" *(?: #[^\n]*)?$"
 _KEY_AT = rb"^ *(?:- +)*"
 _KEY_END = rb" *:(?: |$)"
-_NOT_PLAIN_KEY = rb"(?:[+.0-9~<=]|-[^ \n])[^\n:]*(?::[^ \n][^\n:]*)*"
+_NOT_PLAIN_KEY = rb"(?:" + GUARD_KEY_START + rb"|-[^ \n])[^\n:]*(?::[^ \n][^\n:]*)*"
 _DANGER = (
-    rb"(?m)" + _VALUE_AT + rb"(?:" + _WORDS + rb"|" + _ODD_INT + rb"|" + _ANY_FLOAT + rb")" + _VALUE_END
-    + rb"|" + _KEY_AT + rb"(?:" + _KEY_WORDS + rb"|" + _NOT_PLAIN_KEY + rb")?" + _KEY_END
+    rb"(?m)" + _VALUE_AT + rb"(?:" + GUARD_WORDS + rb"|" + GUARD_ODD_INT + rb"|" + GUARD_ANY_FLOAT + rb")" + _VALUE_END
+    + rb"|" + _KEY_AT + rb"(?:" + GUARD_KEY_WORDS + rb"|" + _NOT_PLAIN_KEY + rb")?" + _KEY_END
     + rb"|" + _VALUE_AT + rb"(?:[,\]}!&*|>%@`]|\[(?:[^\]]|\] *[^ \n])|\{(?:[^}]|\} *[^ \n])|[?:](?: |$))"
     # RE2 reads a bytes pattern as UTF-8: the class is of code points. Anything but printable ASCII
     # and U+00A0-U+00FF declines (C1 controls and NEL, BOM, U+2028/2029, tabs, CR and all else).
@@ -77,7 +77,7 @@ def _engines() -> _Engines:
     """rapidyaml and the compiled scans, loaded on the first YAML file: a JSON snapshot (every large
     one) never pays for them (~7 ms of imports and compiles)."""
     import re2
-    try:  # rapidyaml: without it YAML snapshots are read by yamlio's line reader, as before
+    try:  # rapidyaml: without it YAML is read by libyaml (correct, far slower)
         import ryml  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - a declared dependency; kept so a stripped install still works
         ryml = None
@@ -85,7 +85,7 @@ def _engines() -> _Engines:
 
 
 def __getattr__(name: str) -> Any:
-    """``fastyaml.ryml``: the rapidyaml module (``None`` when missing), loaded on first use."""
+    """``yamlread.ryml``: the rapidyaml module (``None`` when missing), loaded on first use."""
     if name == "ryml":
         return _engines().ryml
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -318,7 +318,7 @@ def _json_of(tree: Any, node: int, guess: int) -> bytearray:
 
 @contextmanager
 def _quiet_stderr() -> Iterator[None]:
-    """rapidyaml prints a parse error on stderr before raising it: the slow path words it instead."""
+    """rapidyaml prints a parse error on stderr before raising it: libyaml words it instead."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -333,3 +333,167 @@ def _quiet_stderr() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+# --- text: JSON, rapidyaml behind the pre-scan, else libyaml -----------------------------------------
+# libyaml's loader when PyYAML has it, chosen at run time: typed Any so it can be a base class.
+_CLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class BulkLoader(_CLoader):
+    """libyaml safe loader that keeps timestamps as the strings kubectl printed."""
+
+
+BulkLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _CLoader.yaml_implicit_resolvers.items()
+}
+
+
+class Invalid(Exception):
+    """Text libyaml refuses: its words (``reason``, one line) and 1-based position, where it has
+    one; ``str()`` is libyaml's whole message."""
+
+    def __init__(self, err: yaml.YAMLError) -> None:
+        super().__init__(str(err))
+        mark = getattr(err, "problem_mark", None)
+        self.reason: str = getattr(err, "problem", None) or str(err).splitlines()[0]
+        self.line: int | None = mark.line + 1 if mark else None
+        self.column: int | None = mark.column + 1 if mark else None
+
+
+def _libyaml(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except yaml.YAMLError as err:
+        raise Invalid(err) from None
+
+
+def _rapid_documents(text: str) -> list[Any] | None:
+    """The non-empty documents of a YAML stream by rapidyaml, or ``None`` when the pre-scan cannot
+    prove it reads them as libyaml does (or it refuses the text)."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (stdin under a C locale): libyaml refuses it
+        return None
+    if not data or _engines().ryml is None or _engines().danger.search(data):
+        return None
+    found = _json_documents(bytearray(data))
+    try:
+        return None if found is None else [doc for doc in map(json.loads, found) if doc is not None]
+    except ValueError:
+        return None
+
+
+def documents(text: str) -> list[Any]:
+    """The non-empty documents of a YAML stream, as PyYAML reads YAML 1.1 (timestamps as text);
+    :class:`Invalid` when it is not YAML."""
+    found = _rapid_documents(text)
+    if found is not None:
+        return found
+    timing.note("read: YAML by libyaml, not rapidyaml (a scalar whose YAML 1.1 reading the pre-scan cannot"
+                " prove rapidyaml shares, or text rapidyaml refuses)")
+    return _libyaml(lambda: [doc for doc in yaml.load_all(text, Loader=BulkLoader) if doc is not None])
+
+
+def document(text: str) -> Any:
+    """The one document of a YAML text (``None`` when empty; a stream of several is :class:`Invalid`)."""
+    found = _rapid_documents(text)
+    if found is not None and len(found) <= 1 and "\n---" not in text and not text.startswith("---"):
+        return found[0] if found else None
+    return _libyaml(lambda: yaml.load(text, Loader=BulkLoader))
+
+
+_JSON_START = re.compile(r"\s*[\[{]")
+
+
+def parse_documents(text: str, source: str) -> list[Any]:
+    """Parse a file's text (JSON, or a YAML stream) into its documents; a problem is a
+    :class:`UserError` naming ``source`` (and the line and column, when the reader knows them).
+
+    JSON is tried first only when the text looks like JSON: every JSON document is YAML, but the
+    JSON parser is an order of magnitude faster. Two limits of Python's own are input errors too,
+    not crashes: nesting deeper than the recursion limit, and an integer longer than the digits
+    Python converts (``sys.get_int_max_str_digits()``).
+    """
+    try:
+        if _JSON_START.match(text):
+            try:
+                return [json.loads(text)]
+            except json.JSONDecodeError as err:
+                if source.endswith(".json"):
+                    raise UserError([Problem(f"invalid JSON: {err.msg}", file=source, line=err.lineno,
+                                             column=err.colno)]) from None
+        return documents(text)
+    except Invalid as err:
+        if "maximum nesting depth" not in err.reason:
+            raise UserError([Problem(f"invalid YAML: {err.reason}", file=source, line=err.line,
+                                     column=err.column)]) from None
+        # libyaml's own limit on nesting: worded as the interpreter's (json.loads, msgspec)
+        raise UserError.single("cannot be read: nested too deeply", file=source) from None
+    except RecursionError:
+        raise UserError.single("cannot be read: nested too deeply", file=source) from None
+    except ValueError as err:  # (JSONDecodeError and YAMLError are worded above)
+        reason = (f"a number longer than {sys.get_int_max_str_digits()} digits"
+                  if "integer string conversion" in str(err) else str(err))
+        raise UserError.single(f"cannot be read: {reason}", file=source) from None
+
+
+# --- where a snapshot object's field is: libyaml's nodes keep their marks ---------------------------
+_COMPOSED: dict[str, dict[tuple[str, str], yaml.Node]] = {}
+
+
+def locate_line(file: str, kind: str, name: str, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of ``loc`` inside object ``kind/name`` of ``file``, or ``None``.
+
+    Only called on the error path: the file is composed again (libyaml keeps marks) so the bulk
+    read never pays for positions.
+    """
+    if file == "<stdin>":
+        return None
+    index = _COMPOSED.get(file)
+    if index is None:
+        try:
+            index = _COMPOSED[file] = _objects_by_identity(Path(file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return None
+    node = index.get((kind, name))
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            match = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part]
+            if not match:
+                break
+            key, node = match[0]
+            line = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _objects_by_identity(text: str) -> dict[tuple[str, str], yaml.Node]:
+    """The node of every object of a YAML text by (kind, metadata.name), ``*List`` items included."""
+    index: dict[tuple[str, str], yaml.Node] = {}
+    stack = [root for root in yaml.compose_all(text, Loader=BulkLoader) if root is not None]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            fields = _scalar_keys(current)
+            meta, kind_node = fields.get("metadata"), fields.get("kind")
+            if isinstance(kind_node, yaml.ScalarNode) and isinstance(meta, yaml.MappingNode):
+                name_node = _scalar_keys(meta).get("name")
+                if isinstance(name_node, yaml.ScalarNode):
+                    index[(kind_node.value, name_node.value)] = current
+            items = fields.get("items")
+            if isinstance(items, yaml.SequenceNode):
+                stack.extend(items.value)
+    return index
+
+
+def _scalar_keys(node: yaml.MappingNode) -> dict[str, yaml.Node]:
+    return {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
