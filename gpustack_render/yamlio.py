@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import re
 import sys
 from functools import lru_cache
@@ -863,26 +864,76 @@ WRITE_ERRORS = (TypeError, ValueError, yaml.YAMLError, RecursionError)
 
 
 def dump_json(obj: Any, floats: bool = True) -> str:
-    """``json.dumps(obj, indent=2, ensure_ascii=False)`` plus a newline, written by orjson when the
-    two agree byte for byte: ``indent`` sends the stdlib to its pure-Python encoder (0.16 s for a
-    10,000-Node render, orjson 0.006 s). They differ on floats (``1e+16`` / ``1e16``, ``NaN`` /
-    ``null``), non-string keys and ints over 64 bits, so those go to the stdlib. orjson refuses the
-    last two itself; floats are looked for unless the caller knows there is none (``floats=False``:
-    a render knows where each of its values came from, and looking costs more than writing)."""
-    if not (floats and has_float(obj)):
-        try:
-            return orjson.dumps(obj, default=_not_plain_json, option=_ORJSON_OPTIONS).decode()
-        except TypeError:  # a non-string key, a huge int, a lone surrogate, a type json would refuse
-            pass
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    """``json.dumps(obj, indent=2, ensure_ascii=False)`` plus a newline, byte for byte, written by
+    orjson (``indent`` sends the stdlib to its pure-Python encoder: 0.16 s for a 10,000-Node render,
+    orjson 0.006 s). Where orjson would write a value otherwise (a float: ``1e+16`` / ``1e16``,
+    ``NaN`` / ``null``; an int over 64 bits, a key that is not a string, a subclass of a JSON type,
+    which it refuses), the value is first given as the stdlib writes it (:func:`_json_ready`).
+    Floats are looked for unless the caller knows there is none (``floats=False``: a render knows
+    where each of its values came from, and looking costs more than writing)."""
+    if floats and has_float(obj):
+        obj = _json_ready(obj)
+    try:
+        return orjson.dumps(obj, default=_as_json, option=_ORJSON_OPTIONS).decode()
+    except TypeError:  # an int over 64 bits, a key that is not a string: given as json writes them
+        ready = _json_ready(obj)
+    return orjson.dumps(ready, default=_as_json, option=_ORJSON_OPTIONS).decode()
 
 
 _ORJSON_OPTIONS = (orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATACLASS
                    | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS)
+_ORJSON_INT = 1 << 63  # orjson writes ints within 64 bits (json: any)
 
 
-def _not_plain_json(value: Any) -> Any:
-    raise TypeError(type(value).__name__)
+def _json_float(value: float) -> str:
+    """A float as ``json.dumps`` writes it (``float.__repr__``; NaN and the infinities by name)."""
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+def _json_key(key: Any) -> str:
+    """A key as ``json.dumps`` writes it."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is True or key is False or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        return _json_float(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _json_ready(value: Any) -> Any:
+    """``value`` with every value orjson would write otherwise than ``json.dumps`` given as the
+    stdlib writes it: floats and big ints as :class:`orjson.Fragment` text, keys as strings."""
+    kind = type(value)
+    if kind is dict:
+        return {_json_key(key): _json_ready(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_json_ready(item) for item in value]
+    if kind is float:
+        return orjson.Fragment(_json_float(value))
+    if kind is int and not -_ORJSON_INT <= value < _ORJSON_INT:
+        return orjson.Fragment(int.__repr__(value))
+    return value
+
+
+def _as_json(value: Any) -> Any:
+    """orjson's hook for what it does not write itself: what ``json.dumps`` makes of it (a subclass
+    of a JSON type as that type), or its TypeError."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return orjson.Fragment(int.__repr__(value))
+    if isinstance(value, float):
+        return orjson.Fragment(_json_float(value))
+    if isinstance(value, (list, tuple, dict)):
+        return _json_ready(dict(value) if isinstance(value, dict) else list(value))
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def has_float(obj: Any) -> bool:

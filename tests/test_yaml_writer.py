@@ -11,6 +11,7 @@ aliases, an object inside itself), sets, dates, bytes, and roots that are a list
 from __future__ import annotations
 
 import datetime
+import json
 import math
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpustack_render import yamlio
-from gpustack_render.yamlio import StreamDumper, dump_yaml, dump_yaml_stream
+from gpustack_render.yamlio import StreamDumper, dump_json, dump_yaml, dump_yaml_stream, has_float
 
 
 def oracle_stream(docs: list[Any]) -> str:
@@ -197,3 +198,82 @@ def test_random_documents_match_the_dumper(docs: list[Any], share: bool, inner: 
     assert dump_yaml_stream(docs) == oracle_stream(docs)
     for doc in docs:
         assert dump_yaml(doc) == oracle(doc)
+
+
+# --- JSON: one writer (orjson), byte-identical to json.dumps(indent=2, ensure_ascii=False) ----------
+
+def json_oracle(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Real(float):
+    pass
+
+
+class Mapping(dict):  # type: ignore[type-arg]
+    pass
+
+
+def test_json_values_orjson_writes_otherwise() -> None:
+    values: list[Any] = [
+        {"f": [1.5, 1e16, 1e-7, 0.0, -0.0, math.nan, math.inf, -math.inf, 123456789.125]},
+        {"big": [1 << 64, -(1 << 63) - 1, 1 << 63, (1 << 63) - 1, -(1 << 63), 10 ** 30]},
+        {1: "int key", None: "null key", True: "bool key", 2.5: "float key", 1e16: "e", "s": {3: [4]}},
+        {"sub": [Text("t"), Number(7), Real(2.5), Mapping(a=Text("b")), (1, 2.5)], Text("k"): Mapping()},
+        [], {}, "plain", 1.5, 1 << 70, None, [{"a": [[{"b": 1.0}]]}],
+    ]
+    for value in values:
+        assert dump_json(value) == json_oracle(value), repr(value)
+    assert dump_json({"a": 1 << 70, 5: "x"}, floats=False) == json_oracle({"a": 1 << 70, 5: "x"})
+    for bad in ({"k": object()}, {(1, 2): "tuple key"}, {"k": {1, 2}}):
+        try:
+            json_oracle(bad)
+        except TypeError:
+            pass
+        else:  # pragma: no cover
+            raise AssertionError(repr(bad))
+        try:
+            dump_json(bad)
+        except TypeError:
+            continue
+        raise AssertionError(f"{bad!r} was written")
+
+
+def test_json_has_one_writer(monkeypatch: Any) -> None:
+    """The stdlib's encoder is never asked: a float, a big int or an int key is written by orjson."""
+    def refuse(*_args: Any, **_kwargs: Any) -> str:
+        raise AssertionError("json.dumps called")
+    value = {"f": 1e16, "i": 1 << 70, 3: "int key", "n": math.nan}
+    expected = json_oracle(value)
+    monkeypatch.setattr(json, "dumps", refuse)
+    assert dump_json(value) == expected
+
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.one_of(st.text(max_size=4), st.integers(), st.booleans(), st.none(),
+                                                      st.floats(allow_nan=False)), inner, max_size=3)),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_random_json_matches_the_stdlib(value: Any) -> None:
+    try:
+        expected = json_oracle(value)
+    except ValueError:  # pragma: no cover - a key collision json writes twice
+        return
+    if isinstance(value, dict) and len({str(key) for key in value}) != len(value):
+        return  # 1 and "1" are two keys to json, one key once written: no dict can hold both
+    assert dump_json(value) == expected
+    if not has_float(value):  # the caller's word that there is none
+        assert dump_json(value, floats=False) == expected
