@@ -454,7 +454,9 @@ def _key_line(key: Any, held: list[Any], anchors: _Anchors | None) -> str | None
     """A key's text up to its colon, ``None`` for a key written as ``? key``."""
     if type(key) is str:
         return _KEY_TEXTS[key]
-    if type(key) in _ALIASED:
+    if anchors is not None and type(key) is tuple and id(key) in anchors.written:
+        return f"*{anchors.names[id(key)]} "  # an alias is a short key; the tuple's first use is ? key
+    if type(key) is datetime.date or type(key) is datetime.datetime:  # a tuple: held where it is written
         held.append(key)
         if anchors is not None:
             mark, alias = anchors.mark(key)
@@ -515,13 +517,11 @@ def _write_documents(documents: list[Any], start: str) -> str:
     when one is held twice, each document is written again by itself (:func:`_written_alone`)."""
     out: list[str] = []
     held: list[Any] = []
-    head = start + "\n" if start else ""
+    head = start + "\n" if start else ""  # a mapping's first line: its first key's after it
     try:
         for doc in documents:
-            if type(doc) is dict and doc:
-                out.append(head)
-                held.append(doc)
-                _mapping(doc, "", "", out, held, None)
+            if type(doc) is dict and doc:  # not held: a root inside itself recurses
+                _mapping(doc, head, "", out, held, None)
             else:
                 _document(doc, start, out, held, None)
     except RecursionError:  # an object inside itself (or nesting deeper than the stack)
@@ -700,15 +700,15 @@ def _item(lead: str, value: Any, pad: str, out: list[str], held: list[Any], anch
     if not value:
         out.append(f"{lead}{head + ' ' if head else ''}{'{}' if kind is dict or kind is set else '[]'}\n")
         return
-    if head:
+    if head:  # the content on the next lines; a sequence there after ? or : not indented
         out.append(lead + head + "\n")
-        lead = inner
+        lead = inner if kind is not list and kind is not tuple or lead.endswith("- ") else pad
     if kind is dict:
         _mapping(value, lead, inner, out, held, anchors)
     elif kind is set:
         _entries(dict.fromkeys(value), lead, inner, out, held, anchors)
     else:
-        _sequence(value, lead, inner, out, held, anchors)
+        _sequence(value, lead, lead if head else inner, out, held, anchors)
 
 
 def _sequence(items: Sequence[Any], lead: str, pad: str, out: list[str], held: list[Any],
@@ -746,7 +746,8 @@ def _mapping_writer(content: tuple[str, str, tuple[Any, ...]], example: dict[Any
     code.flush()
     if code.held:
         code.line(f"held += ({', '.join(code.held)},)")
-    namespace: dict[str, Any] = {"K": code.keys, "ENTRY": _entry, "TB": _TEXT_BLOCKS, "OFF": _Off}
+    namespace: dict[str, Any] = {"ENTRY": _entry, "TB": _TEXT_BLOCKS, "OFF": _Off}
+    namespace.update({f"K{index}": keys for index, keys in enumerate(code.keys)})
     namespace.update({f"S{len(pad)}": _texts(pad) for pad in code.pads})
     exec("def write(m, out, held):\n" + "\n".join(code.lines), namespace)  # our generated code
     write: Writer = namespace["write"]
@@ -795,7 +796,7 @@ class _WriterCode:
                 and not (len(sample) >= _TEXT_BLOCK_MIN and is_text_map(sample)) \
                 and all(type(key) is str and _KEY_TEXTS[key] is not None for key in sample):
             self.keys.append(tuple(sample))
-            self.line(f"if type({name}) is not dict or tuple({name}) != K[{len(self.keys) - 1}]: raise OFF")
+            self.line(f"if type({name}) is not dict or tuple({name}) != K{len(self.keys) - 1}: raise OFF")
             self.held.append(name)
             self.text(prefix + "\n")
             self.mapping(name, sample, inner, inner, nesting + 1)

@@ -83,6 +83,10 @@ def test_shared_objects_get_the_dumpers_anchors() -> None:
     # anchors are named by the order their second use is met: here the list's before the mapping's
     later = {"first": shared, "then": [items, items], "again": shared}
     same(later)
+    # after a long key's ? or :, an anchored sequence is not indented; a tuple key met again is an alias
+    pair, long = (1, 2), "k" * 130
+    same({long: items, "x": items}, {pair: 0, "x": [pair], "y": {pair: pair}}, {long: [items, items]},
+         [{long: shared, "b": shared}], {"a": {long: [[items, items]]}})
     # shared across documents only: no anchors
     assert "&" not in dump_yaml_stream([{"a": shared}, {"a": shared}])
     same({"a": shared}, {"b": shared})
