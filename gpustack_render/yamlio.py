@@ -908,32 +908,42 @@ def _json_key(key: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
-def _json_ready(value: Any) -> Any:
+def _json_ready(value: Any, depth: int = 0) -> Any:
     """``value`` with every value orjson would write otherwise than ``json.dumps`` given as the
-    stdlib writes it: floats and big ints as :class:`orjson.Fragment` text, keys as strings."""
+    stdlib writes it: floats and big ints as :class:`orjson.Fragment` text, keys as strings, a
+    subclass of a JSON type as that type, and a mapping whose keys meet as strings (``1`` and
+    ``"1"``: json writes both) as its text, each entry written by orjson (``depth``: its indentation)."""
     kind = type(value)
-    if kind is dict:
-        return {_json_key(key): _json_ready(item) for key, item in value.items()}
-    if kind is list or kind is tuple:
-        return [_json_ready(item) for item in value]
-    if kind is float:
-        return orjson.Fragment(_json_float(value))
-    if kind is int and not -_ORJSON_INT <= value < _ORJSON_INT:
-        return orjson.Fragment(int.__repr__(value))
-    return value
+    if kind is dict or kind is not str and isinstance(value, dict):
+        keys = [_json_key(key) for key in value]
+        if len(set(keys)) == len(keys):
+            return {key: _json_ready(item, depth + 1) for key, item in zip(keys, value.values())}
+        pad = "\n" + "  " * (depth + 1)  # each entry's text written at depth 0, then indented
+        entries = [orjson.dumps(key).decode() + ": " + orjson.dumps(_json_ready(item), default=_as_json,
+                                                                   option=_ORJSON_OPTIONS).decode()[:-1].replace("\n", pad)
+                   for key, item in zip(keys, value.values())]
+        return orjson.Fragment("{" + pad + ("," + pad).join(entries) + "\n" + "  " * depth + "}")
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
+        return [_json_ready(item, depth + 1) for item in value]
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int and -_ORJSON_INT <= value < _ORJSON_INT:
+        return value
+    if isinstance(value, (int, float, str)):
+        return _as_json(value)
+    return value  # orjson's own types (a Fragment); anything else: _as_json refuses it
 
 
 def _as_json(value: Any) -> Any:
-    """orjson's hook for what it does not write itself: what ``json.dumps`` makes of it (a subclass
-    of a JSON type as that type), or its TypeError."""
+    """orjson's hook for a value it does not write itself: a subclass of ``str``, ``int`` or ``float``
+    as json writes it; anything else json's TypeError (a subclass of a collection too, so that
+    :func:`dump_json` gives the whole object to :func:`_json_ready`)."""
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
         return orjson.Fragment(int.__repr__(value))
     if isinstance(value, float):
         return orjson.Fragment(_json_float(value))
-    if isinstance(value, (list, tuple, dict)):
-        return _json_ready(dict(value) if isinstance(value, dict) else list(value))
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 

@@ -233,6 +233,7 @@ def test_json_values_orjson_writes_otherwise() -> None:
         {1: "int key", None: "null key", True: "bool key", 2.5: "float key", 1e16: "e", "s": {3: [4]}},
         {"sub": [Text("t"), Number(7), Real(2.5), Mapping(a=Text("b")), (1, 2.5)], Text("k"): Mapping()},
         [], {}, "plain", 1.5, 1 << 70, None, [{"a": [[{"b": 1.0}]]}],
+        {"true": None, True: None, "k": [{"1": 1, 1: {"x": [1.5]}}]},  # keys json writes twice
     ]
     for value in values:
         assert dump_json(value) == json_oracle(value), repr(value)
@@ -272,12 +273,7 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(JSON_VALUES)
 def test_random_json_matches_the_stdlib(value: Any) -> None:
-    try:
-        expected = json_oracle(value)
-    except ValueError:  # pragma: no cover - a key collision json writes twice
-        return
-    if isinstance(value, dict) and len({str(key) for key in value}) != len(value):
-        return  # 1 and "1" are two keys to json, one key once written: no dict can hold both
+    expected = json_oracle(value)
     assert dump_json(value) == expected
     if not has_float(value):  # the caller's word that there is none
         assert dump_json(value, floats=False) == expected
