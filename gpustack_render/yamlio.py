@@ -641,24 +641,31 @@ def _entries(mapping: dict[Any, Any], lead: str, pad: str, out: list[str], held:
         line = pad
 
 
-def _entry(prefix: str, value: Any, pad: str, out: list[str], held: list[Any], anchors: _Anchors | None) -> None:
-    """One mapping entry's value: ``prefix`` is its line up to the key's colon, ``pad`` the
-    mapping's indentation."""
+def _on_its_line(value: Any, pad: str, held: list[Any], anchors: _Anchors | None) -> tuple[str | None, str]:
+    """The text of a value written where it stands (a scalar, an alias, a date with its anchor), or
+    ``None`` and the anchor of a collection, which is laid out by its caller."""
     kind = type(value)
     if kind is str:
-        out.append(f"{prefix} {_texts(pad)[value]}\n")
-        return
+        return _texts(pad)[value], ""
     if kind not in _ALIASED:
-        out.append(f"{prefix} {_scalar_text(value, kind, pad)}\n")
-        return
+        return _scalar_text(value, kind, pad), ""
     held.append(value)
     mark, alias = anchors.mark(value) if anchors is not None else ("", False)
     if alias:
-        out.append(f"{prefix} {mark}\n")
-        return
+        return mark, ""
     if kind is datetime.date or kind is datetime.datetime:
-        out.append(f"{prefix} {mark + ' ' if mark else ''}{_scalar_text(value, kind, pad)}\n")
+        return (mark + " " if mark else "") + _scalar_text(value, kind, pad), ""
+    return None, mark
+
+
+def _entry(prefix: str, value: Any, pad: str, out: list[str], held: list[Any], anchors: _Anchors | None) -> None:
+    """One mapping entry's value: ``prefix`` is its line up to the key's colon, ``pad`` the
+    mapping's indentation."""
+    text, mark = _on_its_line(value, pad, held, anchors)
+    if text is not None:
+        out.append(f"{prefix} {text}\n")
         return
+    kind = type(value)
     head = _head(prefix, mark, kind)
     inner = pad + "  "
     if not value:
@@ -680,21 +687,11 @@ def _entry(prefix: str, value: Any, pad: str, out: list[str], held: list[Any], a
 def _item(lead: str, value: Any, pad: str, out: list[str], held: list[Any], anchors: _Anchors | None) -> None:
     """A node after ``lead`` (a sequence's ``- ``, a long key's ``? `` or its value's ``: ``, with
     their indentation ``pad``): what it holds is indented by two more."""
+    text, mark = _on_its_line(value, pad, held, anchors)
+    if text is not None:
+        out.append(f"{lead}{text}\n")
+        return
     kind = type(value)
-    if kind is str:
-        out.append(f"{lead}{_texts(pad)[value]}\n")
-        return
-    if kind not in _ALIASED:
-        out.append(f"{lead}{_scalar_text(value, kind, pad)}\n")
-        return
-    held.append(value)
-    mark, alias = anchors.mark(value) if anchors is not None else ("", False)
-    if alias:
-        out.append(f"{lead}{mark}\n")
-        return
-    if kind is datetime.date or kind is datetime.datetime:
-        out.append(f"{lead}{mark + ' ' if mark else ''}{_scalar_text(value, kind, pad)}\n")
-        return
     head = _head("", mark, kind)
     inner = pad + "  "
     if not value:
