@@ -590,15 +590,14 @@ def _mapping(mapping: dict[Any, Any], lead: str, pad: str, out: list[str], held:
     writers = _MAPPING_WRITERS.get(key)
     if writers is None:
         writers = _MAPPING_WRITERS[key] = [_mapping_writer(key, mapping)]
-    written, kept = len(out), len(held)
     try:
         writers[0](mapping, out, held)
-    except _OFF_SHAPE:
-        del out[written:], held[kept:]
+    except _OFF_SHAPE:  # the writer took back what it wrote
         _other_shape(writers, key, mapping, out, held)
 
 
 _SHAPES = 16  # writers kept per key sequence (kinds that share their top-level keys)
+_DISTINCT_CHECKS = 6  # a one-step document's mappings told apart by identity up to this many, else held
 
 
 def _other_shape(writers: list[Writer], key: tuple[str, str, tuple[Any, ...]], mapping: dict[Any, Any],
@@ -607,12 +606,10 @@ def _other_shape(writers: list[Writer], key: tuple[str, str, tuple[Any, ...]], m
     at the top, a value of another type): the next writer that does is moved first, or one
     generated from this mapping joins them; entry by entry when that one fails too or enough are
     kept."""
-    written, kept = len(out), len(held)
     for index, write in enumerate(writers[1:], 1):
         try:
             write(mapping, out, held)
         except _OFF_SHAPE:
-            del out[written:], held[kept:]
             continue
         writers.insert(0, writers.pop(index))
         return
@@ -622,7 +619,7 @@ def _other_shape(writers: list[Writer], key: tuple[str, str, tuple[Any, ...]], m
             writers[0](mapping, out, held)
             return
         except _OFF_SHAPE:
-            del out[written:], held[kept:]
+            pass
     _entries(mapping, key[0], key[1], out, held, None)
 
 
@@ -741,9 +738,19 @@ def _mapping_writer(content: tuple[str, str, tuple[Any, ...]], example: dict[Any
     code = _WriterCode()
     code.mapping("m", example, lead, pad, 0)
     code.flush()
-    if code.held:
+    if not code.calls and not pad and len(code.held) <= _DISTINCT_CHECKS:
+        # a whole document written in one step: no other part of it can share its mappings
+        names = ["m", *code.held]
+        pairs = [f"{a} is {b}" for index, a in enumerate(names) for b in names[index + 1:]]
+        if pairs:
+            code.lines.insert(len(code.lines) - 1, f"    if {' or '.join(pairs)}: raise OFF")
+    elif code.held:
         code.line(f"held += ({', '.join(code.held)},)")
-    namespace: dict[str, Any] = {"ENTRY": _entry, "TB": _TEXT_BLOCKS, "OFF": _Off}
+    if code.calls:  # what it wrote before a value it does not write is taken back
+        code.lines = ["    written, kept = len(out), len(held)", "    try:",
+                      *("    " + line for line in code.lines),
+                      "    except OFF_SHAPE:", "        del out[written:], held[kept:]", "        raise"]
+    namespace: dict[str, Any] = {"ENTRY": _entry, "TB": _TEXT_BLOCKS, "OFF": _Off, "OFF_SHAPE": _OFF_SHAPE}
     namespace.update({f"K{index}": keys for index, keys in enumerate(code.keys)})
     namespace.update({f"S{len(pad)}": _texts(pad) for pad in code.pads})
     exec("def write(m, out, held):\n" + "\n".join(code.lines), namespace)  # our generated code
@@ -760,6 +767,7 @@ class _WriterCode:
         self.keys: list[tuple[str, ...]] = []
         self.pads: set[str] = set()
         self.held: list[str] = []  # the mappings written in place (the caller holds "m")
+        self.calls = False  # whether an entry is written by _entry (the text then goes out in parts)
         self.count = 0
 
     def line(self, text: str) -> None:
@@ -803,6 +811,7 @@ class _WriterCode:
             self.parts.append(f'f"{{TB[({inner!r}, tuple({name}.items()))]}}"')  # the pad: spaces in quotes
         else:
             self.flush()
+            self.calls = True
             self.line(f"ENTRY({prefix!r}, {name}, {pad!r}, out, held, None)")
 
 
