@@ -150,6 +150,12 @@ def test_shapes_the_writers_were_not_generated_from() -> None:
                 {**base, "spec": {"x": math.nan}}]
     same(*variants)
     same(*reversed(variants))
+    # a document written in one step by its writer, then one of its shape holding a mapping twice
+    inner = {"k": "1"}
+    labels = {"a": "1", "b": "2", "c": "3", "d": "4"}
+    same({"a": {"k": "1"}, "b": {"k": "1"}}, {"a": inner, "b": inner}, {"a": {"k": "1"}, "b": {"k": "1"}},
+         {"l": dict(labels), "m": dict(labels)}, {"l": labels, "m": labels}, {"a": inner, "b": {"k": inner}})
+    assert "&id001" in dump_yaml_stream([{"a": {"k": "1"}, "b": {"k": "1"}}, {"a": inner, "b": inner}])
     for _ in range(3):  # each writer kept, moved first or generated again: the text never changes
         assert dump_yaml_stream(variants) == oracle_stream(variants)
 
