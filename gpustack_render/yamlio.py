@@ -833,6 +833,10 @@ def _new_text_block(content: tuple[str, tuple[tuple[str, str], ...]]) -> str:
     pad, items = content
     if not items or not is_text_map(dict(items)):
         raise _Off("not a labels block")
+    keys = [_KEY_TEXTS[key] for key, _value in items]
+    if None not in keys:  # short keys: a line each
+        texts = _texts(pad)
+        return "".join([f"{pad}{key}: {texts[value]}\n" for key, (_key, value) in zip(keys, items)])
     lines: list[str] = []
     _entries(dict(items), pad, pad, lines, [], None)
     return "".join(lines)
