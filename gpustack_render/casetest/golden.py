@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from gpustack_render.casetest import admission
 from gpustack_render.snapshot import yamlread
+from gpustack_render.yamlio import dump_yaml
 from gpustack_render.casetest.case import ADMIT, LIST_COMMANDS, Case, CaseDefinitionError
 from gpustack_render.casetest.run import command_argv
 from gpustack_render.casetest.semantic import compare_objects, compare_patches, show as _show
@@ -139,7 +139,7 @@ def _header(case: Case, cwd: Path, default_rules: Path | None = None, writer: st
 
 
 def _dump(doc: Any) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096)
+    return dump_yaml(doc)  # the one YAML writer, as render writes
 
 
 def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path | None = None,
