@@ -1,0 +1,197 @@
+"""A snapshot object its model refuses, worded: every refusal as (field, message), from msgspec's own
+``ValidationError`` (its path ``$.status.capacity`` and its reason) and the value at that path.
+
+msgspec stops at an object's first refusal; :func:`convert` asks again with the refused value
+replaced by one the model accepts (:func:`_stand_in`, from the model's own type information) until
+the model accepts what is left, so an object with several problems is reported with all of them,
+in the model's field order, as a user fixing a file by hand needs. The words are the snapshot's
+own: ``required field is missing``, ``expected an integer, got 'x'``, ``expected a mapping, got
+list``, and a conversion's refusal (a quantity, a label value, an allocation mode) as the model
+words it (:class:`inputs.FieldError`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from gpustack_render.snapshot.inputs import MODE_FIELD, FieldError, Loc, Model, mode_refusal
+
+_MOST = 20  # refusals of one object at most (each costs a conversion)
+_ERROR = re.compile(r"(?P<msg>.*?)(?: - at `(?P<key>key` in `)?\$(?P<path>[^`]*)`)?\Z", re.S)
+_PART = re.compile(r"\.(?P<key>[^.\[]+)|\[(?P<index>\d+|\.\.\.)\]")
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`\Z")
+_EXPECTED = re.compile(r"Expected `(?P<want>[^`]*)`(?:, got `[^`]*`)?(?P<rest>.*)\Z", re.S)
+_WORDS = {"str": "a string", "int": "an integer", "bool": "a boolean", "array": "a list", "object": "a mapping",
+          "float": "a number"}
+_NON_EMPTY = " of length >= 1"
+_KEY = ("[key]",)  # after a mapping's key in a field's path: the key itself is refused
+
+
+class Refused(Exception):
+    """The model refused the object: ``refusals`` is every (field, message)."""
+
+    def __init__(self, refusals: list[tuple[Loc, str]]) -> None:
+        super().__init__(refusals)
+        self.refusals = refusals
+
+
+def convert(model: Model, obj: dict[str, Any]) -> Any:
+    """``obj`` (plain data) typed by ``model``; raises :class:`Refused` with every refusal."""
+    try:
+        return msgspec.convert(obj, model)
+    except msgspec.ValidationError as err:
+        raise Refused(_every(model, obj, err)) from None
+
+
+def _every(model: Model, obj: dict[str, Any], err: msgspec.ValidationError) -> list[tuple[Loc, str]]:
+    found: dict[Loc, str] = {}
+    rest: Any = obj
+    info = msgspec.inspect.type_info(model)
+    while len(found) < _MOST:
+        loc, message = worded(err, rest)
+        if loc in found:
+            break
+        found[loc] = message
+        at = loc[:-2] if loc[-1:] == _KEY else loc  # (a key refused: the whole mapping stands in)
+        kind = _type_at(info, at)
+        rest = _NOWHERE if kind is None else _replaced(rest, at, _stand_in(kind))
+        if rest is _NOWHERE:
+            break
+        try:
+            msgspec.convert(rest, model)
+            break
+        except msgspec.ValidationError as again:
+            err = again
+    return sorted(found.items(), key=lambda item: _field_order(info, item[0]))
+
+
+def worded(err: msgspec.ValidationError, obj: Any) -> tuple[Loc, str]:
+    """The field msgspec's refusal of ``obj`` names, and why, in the snapshot's words."""
+    match = _ERROR.match(str(err))
+    assert match is not None  # (the pattern matches any text)
+    message, loc = match["msg"], _loc(match["path"] or "")
+    cause = err.__cause__
+    if isinstance(cause, FieldError):
+        return loc + cause.loc, str(cause)
+    missing = _MISSING.match(message)
+    if missing:
+        return loc + (missing["field"],), "required field is missing"
+    value = _at(obj, loc)
+    if match["key"] and isinstance(value, dict):  # a mapping's key of another type than a string (a YAML number)
+        key: Any = next((key for key in value if not isinstance(key, str)), "")
+        return loc + (key,) + _KEY, f"expected a string, got {_shown(key)}"
+    if loc[-1:] == (MODE_FIELD,):
+        return loc, mode_refusal(value)
+    expected = _EXPECTED.match(message)
+    if expected:
+        wanted = [_WORDS.get(w, w) for w in expected["want"].split(" | ") if w != "null"]
+        if expected["rest"] == _NON_EMPTY and wanted == ["a string"]:
+            wanted = ["a non-empty string"]
+        return loc, f"expected {' or '.join(wanted)}, got {_shown(value)}"
+    return loc, message[:1].lower() + message[1:]
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else type(value).__name__ if isinstance(value, (dict, list)) else repr(value)
+
+
+def _loc(path: str) -> Loc:
+    parts: list[str | int] = []
+    for part in _PART.finditer(path):
+        if part["key"] is not None:
+            parts.append(part["key"])
+        elif part["index"] != "...":  # a mapping's value: msgspec does not say which key
+            parts.append(int(part["index"]))
+    return tuple(parts)
+
+
+def _at(obj: Any, loc: Loc) -> Any:
+    """The value at ``loc`` inside ``obj`` (``None`` where there is none)."""
+    for part in loc:
+        if isinstance(obj, dict):
+            obj = obj.get(part)
+        elif isinstance(obj, list) and isinstance(part, int) and part < len(obj):
+            obj = obj[part]
+        else:
+            return None
+    return obj
+
+
+_NOWHERE = object()  # (a path that does not lead anywhere in the object)
+
+
+def _replaced(obj: Any, loc: Loc, value: Any) -> Any:
+    """A copy of ``obj`` with ``value`` at ``loc`` (a missing mapping entry added); :data:`_NOWHERE`
+    when ``loc`` does not lead there."""
+    if not loc:
+        return value
+    head, rest = loc[0], loc[1:]
+    if isinstance(obj, dict) and isinstance(head, str) and (head in obj or not rest):
+        inner = _replaced(obj.get(head), rest, value)
+        return _NOWHERE if inner is _NOWHERE else {**obj, head: inner}
+    if isinstance(obj, list) and isinstance(head, int) and head < len(obj):
+        inner = _replaced(obj[head], rest, value)
+        return _NOWHERE if inner is _NOWHERE else [*obj[:head], inner, *obj[head + 1:]]
+    return _NOWHERE
+
+
+_Type = msgspec.inspect.Type
+
+
+def _member(kind: _Type, part: str | int) -> _Type:
+    """Of a union, the member a path goes on through (a struct or mapping by key, a list by index)."""
+    if isinstance(kind, msgspec.inspect.UnionType):
+        want = (msgspec.inspect.StructType, msgspec.inspect.DictType) if isinstance(part, str) \
+            else (msgspec.inspect.ListType,)
+        return next((member for member in kind.types if isinstance(member, want)), kind)
+    return kind
+
+
+def _step(kind: _Type, part: str | int) -> tuple[int, _Type | None]:
+    """The position of ``part`` in ``kind`` (a field's index, an item's) and the type there."""
+    kind = _member(kind, part)
+    if isinstance(kind, msgspec.inspect.StructType) and isinstance(part, str):
+        names = [field.encode_name for field in kind.fields]
+        return (names.index(part), kind.fields[names.index(part)].type) if part in names else (len(names), None)
+    if isinstance(kind, msgspec.inspect.ListType) and isinstance(part, int):
+        return part, kind.item_type
+    if isinstance(kind, msgspec.inspect.DictType):
+        return 0, kind.value_type
+    return 0, None
+
+
+def _type_at(kind: _Type | None, loc: Loc) -> _Type | None:
+    for part in loc:
+        if kind is None:
+            return None
+        kind = _step(kind, part)[1]
+    return kind
+
+
+def _field_order(kind: _Type | None, loc: Loc) -> tuple[int, ...]:
+    """Where ``loc`` comes in the model's field order (the order its refusals are reported in)."""
+    order = []
+    for part in loc:
+        position, kind = _step(kind, part) if kind is not None else (0, None)
+        order.append(position)
+    return tuple(order)
+
+
+def _stand_in(kind: _Type) -> Any:
+    """A value of type ``kind`` the model accepts, put where a refused one was to find the next refusal."""
+    kind = _member(kind, "")
+    if isinstance(kind, msgspec.inspect.UnionType):
+        kind = kind.types[0]
+    if isinstance(kind, msgspec.inspect.StructType):
+        return {field.encode_name: _stand_in(field.type) for field in kind.fields if field.required}
+    if isinstance(kind, msgspec.inspect.StrType):
+        return "x" * (kind.min_length or 0)
+    if isinstance(kind, msgspec.inspect.IntType):
+        return kind.ge or 0
+    stand_ins: dict[type, Any] = {msgspec.inspect.BoolType: False, msgspec.inspect.FloatType: 0.0,
+                                  msgspec.inspect.ListType: [], msgspec.inspect.DictType: {},
+                                  msgspec.inspect.AnyType: "0"}  # (Any: a quantity's text, say)
+    return stand_ins.get(type(kind))
