@@ -20,7 +20,8 @@ import msgspec
 from gpustack_render.snapshot.inputs import MODE_FIELD, FieldError, Loc, Model, mode_refusal
 
 _MOST = 20  # refusals of one object at most (each costs a conversion)
-_ERROR = re.compile(r"(?P<msg>.*?)(?: - at `(?P<key>key` in `)?\$(?P<path>[^`]*)`)?\Z", re.S)
+_ERROR = re.compile(r"(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?\Z", re.S)
+_KEY_ERROR = re.compile(r"(?P<msg>.*) - at `key` in `\$(?P<path>[^`]*)`\Z", re.S)  # a mapping's key refused
 _PART = re.compile(r"\.(?P<key>[^.\[]+)|\[(?P<index>\d+|\.\.\.)\]")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`\Z")
 _EXPECTED = re.compile(r"Expected `(?P<want>[^`]*)`(?:, got `[^`]*`)?(?P<rest>.*)\Z", re.S)
@@ -70,9 +71,10 @@ def _every(model: Model, obj: dict[str, Any], err: msgspec.ValidationError) -> l
 
 def worded(err: msgspec.ValidationError, obj: Any) -> tuple[Loc, str]:
     """The field msgspec's refusal of ``obj`` names, and why, in the snapshot's words."""
-    match = _ERROR.match(str(err))
-    assert match is not None  # (the pattern matches any text)
-    message, loc = match["msg"], _loc(match["path"] or "")
+    message, loc = split(str(err))
+    key_refused = _KEY_ERROR.match(message)
+    if key_refused:
+        message, loc = key_refused["msg"], _loc(key_refused["path"])
     cause = err.__cause__
     if isinstance(cause, FieldError):
         return loc + cause.loc, str(cause)
@@ -80,7 +82,7 @@ def worded(err: msgspec.ValidationError, obj: Any) -> tuple[Loc, str]:
     if missing:
         return loc + (missing["field"],), "required field is missing"
     value = _at(obj, loc)
-    if match["key"] and isinstance(value, dict):  # a mapping's key of another type than a string (a YAML number)
+    if key_refused and isinstance(value, dict):  # a mapping's key of another type than a string (a YAML number)
         key: Any = next((key for key in value if not isinstance(key, str)), "")
         return loc + (key,) + _KEY, f"expected a string, got {_shown(key)}"
     if loc[-1:] == (MODE_FIELD,):
@@ -96,6 +98,14 @@ def worded(err: msgspec.ValidationError, obj: Any) -> tuple[Loc, str]:
 
 def _shown(value: Any) -> str:
     return "null" if value is None else type(value).__name__ if isinstance(value, (dict, list)) else repr(value)
+
+
+def split(text: str) -> tuple[str, Loc]:
+    """A msgspec refusal's text → its reason and the field it names (``$.spec.podSets[0]`` → ``("spec",
+    "podSets", 0)``; ``()`` where it names none)."""
+    match = _ERROR.match(text)
+    assert match is not None  # (the pattern matches any text)
+    return match["msg"], _loc(match["path"] or "")
 
 
 def _loc(path: str) -> Loc:
