@@ -182,3 +182,20 @@ def test_refusal_stops_where_nothing_can_stand_in() -> None:
         refusal.convert(inputs.Namespace, {"kind": "Namespace", "metadata": "x", "status": 5})
     assert err.value.refusals == [(("metadata",), "expected a mapping, got 'x'"),
                                   (("status",), "expected a mapping, got 5")]
+
+
+def test_keys_that_are_not_strings_where_the_model_has_fields_are_ignored(tmp_path: Path) -> None:
+    """A YAML number as a key the model does not name is ignored, as any unnamed key (msgspec refuses
+    it; the model's conversion leaves it out); in a mapping of values, a bad value is named first."""
+    path = tmp_path / "n.yaml"
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  1: x\nspec: {1: a}\n"
+                    "status:\n  capacity: {cpu: '4'}\n  conditions: [{1: a}, {type: Ready, status: 'False', 2: b}]\n",
+                    encoding="utf-8")
+    node = load_snapshot([str(path)], RULES.settings_source, GROUP).nodes["n"]
+    assert node.status.ready == "False" and node.status.capacity == {"cpu": Fraction(4)}
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  labels:\n    1: a\n    b: [1]\n",
+                    encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_snapshot([str(path)], RULES.settings_source, GROUP)
+    assert str(err.value) == f"error: {path}:7: Node/n: metadata.labels.b: must be a scalar (string, number or " \
+                             "boolean), got list"

@@ -28,11 +28,13 @@ Loc = tuple[str | int, ...]
 
 
 class FieldError(ValueError):
-    """A value a struct's ``__post_init__`` refuses: ``loc`` inside that struct, the message in our words."""
+    """A value a struct's ``__post_init__`` refuses: ``loc`` inside that struct, the message in our
+    words; ``field``, the field that is refused as a whole (a map stops at its first bad value)."""
 
-    def __init__(self, loc: Loc, message: str) -> None:
+    def __init__(self, loc: Loc, message: str, field: Loc | None = None) -> None:
         super().__init__(message)
         self.loc = loc
+        self.field = loc if field is None else field
 
 
 def _label_value(value: Any) -> str:
@@ -52,7 +54,7 @@ def _label_map(values: dict[str, Any], loc: Loc) -> dict[str, str]:
         try:
             out[key] = _label_value(value)
         except ValueError as err:
-            raise FieldError(loc + (key,), str(err)) from None
+            raise FieldError(loc + (key,), str(err), loc) from None
     return out
 
 
@@ -84,14 +86,14 @@ def _quantities(values: dict[str, Any], loc: Loc) -> dict[str, Fraction]:
     try:
         return {key: _QUANTITIES[value] for key, value in values.items()}
     except (TypeError, QuantityError):  # a value that is not a string (or not hashable), or refused
-        return {key: _quantity(value, loc + (key,)) for key, value in values.items()}
+        return {key: _quantity(value, loc + (key,), loc) for key, value in values.items()}
 
 
-def _quantity(value: Any, loc: Loc) -> Fraction:
+def _quantity(value: Any, loc: Loc, field: Loc | None = None) -> Fraction:
     try:
         return parse_quantity(value)
     except QuantityError as err:
-        raise FieldError(loc, str(err)) from None
+        raise FieldError(loc, str(err), field) from None
 
 
 _Name = Annotated[str, msgspec.Meta(min_length=1)]
@@ -162,7 +164,7 @@ class NodeCondition(_Struct, frozen=True):
 # Whatever a Node's ``status.conditions`` holds is accepted (admit_view never refuses): a list of
 # conditions (any item), or any other value. Each member is of another JSON type, as msgspec needs.
 _AnyScalar = Union[str, int, float, bool, None]
-_Conditions = Union[list[Union[NodeCondition, list[Any], _AnyScalar]], dict[str, Any], _AnyScalar]
+_Conditions = Union[list[Union[NodeCondition, list[Any], _AnyScalar]], dict[Any, Any], _AnyScalar]
 
 
 class NodeStatus(_Struct, frozen=True):

@@ -40,23 +40,46 @@ class Refused(Exception):
 
 
 def convert(model: Model, obj: dict[str, Any]) -> Any:
-    """``obj`` (plain data) typed by ``model``; raises :class:`Refused` with every refusal."""
-    try:
-        return msgspec.convert(obj, model)
-    except msgspec.ValidationError as err:
-        raise Refused(_every(model, obj, err)) from None
+    """``obj`` (plain data) typed by ``model``; raises :class:`Refused` with every refusal.
+
+    A key that is not a string (a YAML number) where the model has an object's fields is ignored,
+    as any other key the model does not name is: msgspec refuses it, so it is left out and ``obj``
+    converted again (only plain data from a YAML file, on this refusal, pays for that)."""
+    info = None
+    while True:
+        try:
+            return msgspec.convert(obj, model)
+        except msgspec.ValidationError as err:
+            info = info or msgspec.inspect.type_info(model)
+            fewer = _without_other_keys(info, obj, str(err))
+            if fewer is _NOWHERE:
+                raise Refused(_every(model, info, obj, err)) from None
+            obj = fewer
 
 
-def _every(model: Model, obj: dict[str, Any], err: msgspec.ValidationError) -> list[tuple[Loc, str]]:
+def _without_other_keys(info: _Type, obj: Any, text: str) -> Any:
+    """``obj`` without the keys that are not strings of the object msgspec refused them in, when
+    the model has fields there (not a mapping of its own); else :data:`_NOWHERE`."""
+    key_refused = _KEY_ERROR.match(split(text)[0])
+    if not key_refused:
+        return _NOWHERE
+    loc = _loc(key_refused["path"])
+    kind, value = _type_at(info, loc), _at(obj, loc)
+    if kind is None or not isinstance(_member(kind, ""), msgspec.inspect.StructType) or not isinstance(value, dict):
+        return _NOWHERE
+    return _replaced(obj, loc, {key: item for key, item in value.items() if isinstance(key, str)})
+
+
+def _every(model: Model, info: _Type, obj: dict[str, Any], err: msgspec.ValidationError) -> list[tuple[Loc, str]]:
     found: dict[Loc, str] = {}
     rest: Any = obj
-    info = msgspec.inspect.type_info(model)
     while len(found) < _MOST:
-        loc, message = worded(err, rest)
+        loc, message, at = worded(err, rest)
+        if loc[-1:] == _KEY:
+            loc, message, at = _value_first(model, rest, at) or (loc, message, at)
         if loc in found:
             break
         found[loc] = message
-        at = loc[:-2] if loc[-1:] == _KEY else loc  # (a key refused: the whole mapping stands in)
         kind = _type_at(info, at)
         rest = _NOWHERE if kind is None else _replaced(rest, at, _stand_in(kind))
         if rest is _NOWHERE:
@@ -69,31 +92,47 @@ def _every(model: Model, obj: dict[str, Any], err: msgspec.ValidationError) -> l
     return sorted(found.items(), key=lambda item: _field_order(info, item[0]))
 
 
-def worded(err: msgspec.ValidationError, obj: Any) -> tuple[Loc, str]:
-    """The field msgspec's refusal of ``obj`` names, and why, in the snapshot's words."""
+def _value_first(model: Model, obj: Any, at: Loc) -> tuple[Loc, str, Loc] | None:
+    """A mapping with a key that is not a string (refused first by msgspec) and a value its model
+    refuses: the value's refusal, as the model words it about the key as text."""
+    value = _at(obj, at)
+    if not isinstance(value, dict):
+        return None
+    try:
+        msgspec.convert(_replaced(obj, at, {str(key): item for key, item in value.items()}), model)
+    except msgspec.ValidationError as err:
+        if isinstance(err.__cause__, FieldError):
+            refused = worded(err, obj)
+            return refused if refused[0][:len(at)] == at else None
+    return None
+
+
+def worded(err: msgspec.ValidationError, obj: Any) -> tuple[Loc, str, Loc]:
+    """The field msgspec's refusal of ``obj`` names, why, in the snapshot's words, and the field a
+    value the model accepts must stand in for to find the next refusal."""
     message, loc = split(str(err))
     key_refused = _KEY_ERROR.match(message)
     if key_refused:
         message, loc = key_refused["msg"], _loc(key_refused["path"])
     cause = err.__cause__
     if isinstance(cause, FieldError):
-        return loc + cause.loc, str(cause)
+        return loc + cause.loc, str(cause), loc + cause.field
     missing = _MISSING.match(message)
     if missing:
-        return loc + (missing["field"],), "required field is missing"
+        return loc + (missing["field"],), "required field is missing", loc + (missing["field"],)
     value = _at(obj, loc)
     if key_refused and isinstance(value, dict):  # a mapping's key of another type than a string (a YAML number)
         key: Any = next((key for key in value if not isinstance(key, str)), "")
-        return loc + (key,) + _KEY, f"expected a string, got {_shown(key)}"
+        return loc + (key,) + _KEY, f"expected a string, got {_shown(key)}", loc  # (the mapping stands in)
     if loc[-1:] == (MODE_FIELD,):
-        return loc, mode_refusal(value)
+        return loc, mode_refusal(value), loc
     expected = _EXPECTED.match(message)
     if expected:
         wanted = [_WORDS.get(w, w) for w in expected["want"].split(" | ") if w != "null"]
         if expected["rest"] == _NON_EMPTY and wanted == ["a string"]:
             wanted = ["a non-empty string"]
-        return loc, f"expected {' or '.join(wanted)}, got {_shown(value)}"
-    return loc, message[:1].lower() + message[1:]
+        return loc, f"expected {' or '.join(wanted)}, got {_shown(value)}", loc
+    return loc, message[:1].lower() + message[1:], loc
 
 
 def _shown(value: Any) -> str:
