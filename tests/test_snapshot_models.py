@@ -199,3 +199,14 @@ def test_keys_that_are_not_strings_where_the_model_has_fields_are_ignored(tmp_pa
         load_snapshot([str(path)], RULES.settings_source, GROUP)
     assert str(err.value) == f"error: {path}:7: Node/n: metadata.labels.b: must be a scalar (string, number or " \
                              "boolean), got list"
+
+
+def test_keys_that_are_not_strings_are_ignored_after_a_first_refusal_too(tmp_path: Path) -> None:
+    """Looking for an object's next refusal, a number key the model does not name is still ignored."""
+    path = tmp_path / "d.yaml"
+    path.write_text(f"apiVersion: {GROUP}/v1\nkind: Devices\nmetadata:\n  name: d\nspec:\n  groups:\n"
+                    "  - id: g\n    manufacturer: 7\n    accelerators:\n    - id: a\n      status:\n"
+                    "        logicalSliced: {1: x}\n", encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        load_snapshot([str(path)], RULES.settings_source, GROUP)
+    assert str(err.value) == f"error: {path}:8: Devices/d: spec.groups[0].manufacturer: expected a string, got 7"

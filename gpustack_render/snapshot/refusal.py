@@ -45,15 +45,26 @@ def convert(model: Model, obj: dict[str, Any]) -> Any:
     A key that is not a string (a YAML number) where the model has an object's fields is ignored,
     as any other key the model does not name is: msgspec refuses it, so it is left out and ``obj``
     converted again (only plain data from a YAML file, on this refusal, pays for that)."""
-    info = None
+    try:
+        return msgspec.convert(obj, model)
+    except msgspec.ValidationError:
+        pass
+    info = msgspec.inspect.type_info(model)
+    obj, typed, err = _converted(model, info, obj)
+    if err is None:
+        return typed
+    raise Refused(_every(model, info, obj, err))
+
+
+def _converted(model: Model, info: _Type, obj: Any) -> tuple[Any, Any, msgspec.ValidationError | None]:
+    """(``obj`` without the keys :func:`_without_other_keys` leaves out, it typed or its refusal)."""
     while True:
         try:
-            return msgspec.convert(obj, model)
+            return obj, msgspec.convert(obj, model), None
         except msgspec.ValidationError as err:
-            info = info or msgspec.inspect.type_info(model)
             fewer = _without_other_keys(info, obj, str(err))
             if fewer is _NOWHERE:
-                raise Refused(_every(model, info, obj, err)) from None
+                return obj, None, err
             obj = fewer
 
 
@@ -84,11 +95,10 @@ def _every(model: Model, info: _Type, obj: dict[str, Any], err: msgspec.Validati
         rest = _NOWHERE if kind is None else _replaced(rest, at, _stand_in(kind))
         if rest is _NOWHERE:
             break
-        try:
-            msgspec.convert(rest, model)
+        rest, _, again = _converted(model, info, rest)
+        if again is None:
             break
-        except msgspec.ValidationError as again:
-            err = again
+        err = again
     return sorted(found.items(), key=lambda item: _field_order(info, item[0]))
 
 
