@@ -1258,10 +1258,12 @@ def capacity_evaluator() -> Any:
 
 
 def _fit_labels_of(evaluator: Any, cards: list[dict], rows: list[dict]) -> dict[str, str]:
+    import msgspec
+
     from gpustack_render.snapshot import inputs
-    node = inputs.Node.model_validate(make_node("n1", akeys={"nvidia-l40s": {}}))
-    devices = inputs.Devices.model_validate(
-        make_devices("n1", [group("nvidia", "l40s", cards)], [ledger("nvidia", "l40s", rows)]))
+    node = msgspec.convert(make_node("n1", akeys={"nvidia-l40s": {}}), inputs.Node)
+    devices = msgspec.convert(
+        make_devices("n1", [group("nvidia", "l40s", cards)], [ledger("nvidia", "l40s", rows)]), inputs.Devices)
     return evaluator.fit_labels(node, devices)
 
 

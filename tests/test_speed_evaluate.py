@@ -310,8 +310,8 @@ RULES_VARIANTS = {population: msgspec.structs.replace(  # the compiled rules are
 @given(devices=devices_objects(), variant=st.sampled_from(sorted(RULES_VARIANTS)))
 def test_fit_labels_one_pass_equals_member_by_member(devices: dict[str, Any], variant: str) -> None:
     rules = RULES_VARIANTS[variant]
-    typed = inputs.Devices.model_validate(devices)
-    node = inputs.Node.model_validate({"metadata": {"name": "n"}})
+    typed = msgspec.convert(devices, inputs.Devices)
+    node = msgspec.convert({"metadata": {"name": "n"}}, inputs.Node)
     assert CapacityEvaluator(rules, Diagnostics()).fit_labels(node, typed) == _reference_fit_labels(rules, typed)
 
 

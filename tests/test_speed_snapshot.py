@@ -2,7 +2,7 @@
 
 JSON snapshot files are decoded from bytes by msgspec, the bulk kinds (Node, Devices, Namespace)
 straight into their typed structs (``snapshot/fastjson.py``). These tests load the same files
-through that path and through the old one (``json.loads`` + ``inputs.fast_validate``, forced by
+through that path and through the old one (``json.loads`` + the kind's model, forced by
 switching the fast reader off) and require the same Snapshot, or the same error messages, for
 drawn objects around every way the fast path can differ: wrong types, coercions msgspec does
 not do, missing names, duplicates (equal and different, formatted differently), foreign kinds,
@@ -236,7 +236,7 @@ def test_the_drawn_files_take_the_fast_path(tmp_path: Path) -> None:
     items = fastjson.read_items(path.read_bytes(), fastjson.fast_models_for(inputs.models(WORKER_GROUP)))
     assert items is not None and all(isinstance(item, fastjson.TYPED) for item in items)
     snap = load_snapshot([str(path)], RULES.settings.source, WORKER_GROUP)
-    assert isinstance(snap.nodes["n1"], inputs.FastNode)
+    assert isinstance(snap.nodes["n1"], inputs.Node)
     assert snap.nodes["n1"].status.capacity == {"cpu": Fraction(8), "memory": Fraction(64 << 30)}
     assert snap.namespaces == ["ns"] and snap.files[("Node", "n1")] == str(path)
 
@@ -293,7 +293,7 @@ def test_duplicates_formatted_differently_are_the_same_object(tmp_path: Path, mo
 
 
 def test_typed_errors_keep_their_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A Node msgspec refuses goes to pydantic with its line, as before."""
+    """A Node its model refuses is worded from the plain item, with its line, as before."""
     bad = json.loads(json.dumps(NODE))
     bad["status"]["capacity"]["cpu"] = "eight"
     path = tmp_path / "nodes.json"
@@ -315,7 +315,7 @@ def test_stdin_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     monkeypatch.setattr(fastjson, "read_items", lambda data, models: None)
     old = _load(["-"])
-    assert fast == old and isinstance(fast.nodes["n1"], inputs.FastNode)
+    assert fast == old and isinstance(fast.nodes["n1"], inputs.Node)
 
 
 @settings(max_examples=300, deadline=None)
@@ -463,7 +463,7 @@ def test_kubectl_style_yaml_takes_the_fast_path(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(yamlread, "read_items", _counted(yamlread.read_items, calls := []))
     fast, old = _load_both([str(path)], monkeypatch, yamlread)
     assert calls == [True] and not isinstance(fast, tuple) and fast == old
-    assert isinstance(fast.nodes["gpu-1"], inputs.FastNode) and fast.namespaces == ["team-a"]
+    assert isinstance(fast.nodes["gpu-1"], inputs.Node) and fast.namespaces == ["team-a"]
 
 
 def _counted(function: Any, calls: list[bool]) -> Any:

@@ -90,7 +90,7 @@ def demands(snapshot_workloads: Iterable[Workload], extra: Iterable[Workload], u
     return out + [demand(w, usage_of, extra=True) for w in extra]
 
 
-def _ready(ready: str | None) -> bool | None:
+def _ready(ready: object) -> bool | None:
     """The ``Ready`` condition's verdict (``None``: the Node has no conditions at all)."""
     return None if ready is None else ready not in NOT_READY
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from gpustack_render.evaluate.nodes import ARCH_LABEL, OS_LABEL
 from gpustack_render.evaluate.plan import FlavorPlan, InstanceTypePlan
 from gpustack_render.explain.base import Explainer, Report, show
@@ -237,7 +239,7 @@ def _snapshot_instance_type(x: Explainer, name: str) -> Report:
     raw = next((obj for (group, kind, _, n), obj in x.snapshot.raw.items()
                 if kind == "InstanceType" and n == name), None)
     raw_spec = (raw or {}).get("spec")
-    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else it.spec.model_dump(exclude_none=True)
+    spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else msgspec.structs.asdict(it.spec)
     for key, value in spec.items():
         section.add(f"spec.{key}: {show(value)}")
     if not x.rules.queues.derive_instance_types({}, x.settings):  # type: ignore[misc]

@@ -1,8 +1,8 @@
 """Snapshot files → a validated, typed :class:`Snapshot` (inputs.md, cli-contract.md).
 
 Knows nothing of rules beyond where the settings object lives. Bulk parsing stays on C paths
-(msgspec / json, YAML by :mod:`.yamlread`); validation is pydantic; every problem of every object is
-reported in one pass.
+(msgspec / json, YAML by :mod:`.yamlread`); every object is typed by its kind's one model (msgspec,
+:mod:`.inputs`), and every problem of every object is reported in one pass (:mod:`.refusal` words them).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pydantic import ValidationError
-from pydantic_core import ErrorDetails
+import msgspec
 
-from gpustack_render.snapshot import fastjson, inputs, yamlread
+from gpustack_render.snapshot import fastjson, inputs, refusal, yamlread
 from gpustack_render.snapshot.workload_kind import DEFAULT_NAMESPACE, GROUP as WORKLOAD_GROUP, KIND as WORKLOAD_KIND
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import field_path, identity, is_list_kind
@@ -267,20 +266,6 @@ def _object_label(kind: str, namespace: str, name: str) -> str:
     return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
 
 
-def _message(error: ErrorDetails) -> str:
-    kind, value = error["type"], error.get("input")
-    if kind == "missing":
-        return "required field is missing"
-    if kind in ("label_value", "quantity", "mode", "keyed"):
-        return error["msg"]
-    words = {"int_type": "an integer", "bool_type": "a boolean", "string_type": "a string",
-             "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
-             "model_attributes_type": "a mapping", "string_too_short": "a non-empty string"}
-    if kind in words:
-        shown = "null" if value is None else repr(value) if not isinstance(value, (dict, list)) \
-            else type(value).__name__
-        return f"expected {words[kind]}, got {shown}"
-    return error["msg"].lower()
 
 
 def load_snapshot(paths: Iterable[str], settings_source: tuple[str, str], worker_group: str) -> Snapshot:
@@ -309,7 +294,7 @@ class _Placing:
     (``seen``), the files that held a kind the tool reads (``used``), the settings objects found."""
 
     snap: Snapshot
-    models: dict[tuple[str, str], type[inputs.Model]]
+    models: dict[tuple[str, str], inputs.Model]
     settings_source: tuple[str, str]
     problems: list[Problem]
     seen: dict[tuple[str, str, str, str], _Seen] = field(default_factory=dict)
@@ -354,7 +339,7 @@ class _Placing:
             self.snap.workloads[(namespace, name)] = kept
 
     def source(self, source: _Source) -> None:
-        """An object read as plain data: its identity, its model (pydantic words its problems), its place."""
+        """An object read as plain data: its identity, its model (:mod:`.refusal` words its problems), its place."""
         problems = self.problems
         ident = _identity(source.obj)
         if isinstance(ident, str):
@@ -380,13 +365,12 @@ class _Placing:
         if not _first_seen(self.seen, ident, source, problems):
             return
         try:
-            typed = inputs.fast_validate(model, source.obj)
-        except ValidationError as err:
+            typed = refusal.convert(model, source.obj)
+        except refusal.Refused as err:
             label = _object_label(kind, namespace, name)
-            for e in err.errors():
-                loc = e["loc"] + ((e["ctx"]["key"],) if e["type"] == "keyed" else ())
+            for loc, message in err.refusals:
                 line = locate_line(source.file, kind, name, loc)
-                problems.append(Problem(_message(e), file=source.file, line=line, obj=label,
+                problems.append(Problem(message, file=source.file, line=line, obj=label,
                                         path=field_path(loc, "dotted")))
             return
         _place(self.snap, kind, typed, source, self.settings_objects, problems)
@@ -416,7 +400,7 @@ _BULK_KINDS = frozenset({"Node", "Devices", "Namespace"})
 
 
 def _place_bulk(snap: Snapshot, kind: str, typed: Any, file: str) -> None:
-    """A Node, Devices or Namespace (typed by pydantic or msgspec: the same attributes)."""
+    """A Node, Devices or Namespace (its model, decoded from JSON or converted from plain data)."""
     meta: inputs.Meta = typed.metadata
     deleting = meta.deletionTimestamp is not None
     snap.files[(kind, meta.name)] = file
@@ -445,8 +429,8 @@ def _place(snap: Snapshot, kind: str, typed: Any, source: _Source,
                                     obj=f"InstanceType/{meta.name}", path="spec.acceleratorGroup"))
         (snap.deleted_instance_types if deleting else snap.instance_types)[meta.name] = typed
     elif kind == "ClusterQueue":
-        snap.cluster_queues[meta.name] = typed.model_copy(update={
-            "raw_resource_groups": (source.obj.get("spec") or {}).get("resourceGroups")})
+        snap.cluster_queues[meta.name] = msgspec.structs.replace(
+            typed, raw_resource_groups=(source.obj.get("spec") or {}).get("resourceGroups"))
     elif kind == "AdmissionCheck":
         snap.admission_checks[meta.name] = typed
     elif kind == "Topology":

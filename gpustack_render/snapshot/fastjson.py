@@ -2,8 +2,8 @@
 
 A 10,000-Node ``kubectl get -o json`` List is ~65 MB. ``json.loads`` builds a dict for every
 object only for msgspec to convert it again; here the file is decoded from its bytes (mapped, not
-copied: :func:`map_file`), the Nodes, Devices and Namespaces straight into their typed structs
-(``inputs.FAST_MODELS``, tagged by ``kind``); a Kueue Workload as its JSON text (:class:`Kept`,
+copied: :func:`map_file`), the Nodes, Devices and Namespaces straight into their models
+(``inputs.BULK``, tagged by ``kind``); a Kueue Workload as its JSON text (:class:`Kept`,
 typed only when asked for). Every other item is handed back as the dict ``json.loads`` would give
 (:func:`plain`), for the unchanged slow path.
 
@@ -16,10 +16,10 @@ file whose last objects are of other kinds (``gpustack-render snapshot`` writes 
 NodeFeatures among them) goes item by item at once: the one call would fail at its very end.
 
 Nothing here words an error. Whenever this reader cannot promise the result ``json.loads`` plus
-``inputs.fast_validate`` would give, it declines: for the whole file (not UTF-8, not JSON msgspec
+the kind's model would give, it declines: for the whole file (not UTF-8, not JSON msgspec
 accepts, not an object at the top) the caller reads it as before; for one item (a typed decode
-refused, a kind or group it does not type) that item goes back as a dict, so pydantic and
-``locate_line`` word its problems exactly as before.
+refused, a kind or group it does not type) that item goes back as a dict, which the snapshot
+converts with the same model (:mod:`.refusal` words what it refuses, ``locate_line`` its line).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ TEXTS = (msgspec.Raw, bytes, bytearray, mmap.mmap)
 """The types of a JSON text :func:`raw_items` gives (a slice of a file, or the whole of it)."""
 
 FastModels = Callable[[str, str], "type | None"]
-"""``(group, kind)`` → the fast struct of a bulk kind (one of ``inputs.FAST_MODELS``' structs), else
+"""``(group, kind)`` → the model of a bulk kind (one of ``inputs.BULK``), else
 ``None``: which objects are typed, e.g. ``fast_models_for(inputs.models(group))``."""
 
-TYPED: tuple[type, ...] = tuple(inputs.FAST_MODELS.values())
+TYPED: tuple[type, ...] = inputs.BULK
 """The types of the typed objects :func:`read_items` hands back (anything else is plain data)."""
 
 KINDS: dict[type, str] = {struct: struct.__struct_config__.tag for struct in TYPED}  # type: ignore[attr-defined]
@@ -312,9 +312,8 @@ def _kept(raw: msgspec.Raw | Buffer) -> Kept | None:
     return Kept(bytes(raw), api, name, namespace or "")
 
 
-def fast_models_for(models: dict[tuple[str, str], type[inputs.Model]]) -> FastModels:
-    """``(group, kind)`` → the fast struct of a bulk kind among ``models``."""
-    table: dict[tuple[str, str], type] = {
-        key: inputs.FAST_MODELS[model] for key, model in models.items() if model in inputs.FAST_MODELS}
+def fast_models_for(models: dict[tuple[str, str], inputs.Model]) -> FastModels:
+    """``(group, kind)`` → the model of a bulk kind among ``models``."""
+    table: dict[tuple[str, str], type] = {key: model for key, model in models.items() if model in inputs.BULK}
     table[(workload_kind.GROUP, workload_kind.KIND)] = Kept  # kept as text (see Kept)
     return lambda group, kind: table.get((group, kind))

@@ -27,6 +27,7 @@ import msgspec
 
 from gpustack_render.k8s import QuantityError, parse_quantity
 from gpustack_render.memo import Memo
+from gpustack_render.snapshot.refusal import split as split_refusal
 from gpustack_render.snapshot.topology_assignment import (DecodeError, Frozen, Loc, Placement, TopologyAssignment,
                                                           decode_topology)
 from gpustack_render.snapshot.workload_kind import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE, GROUP as GROUP, KIND as KIND
@@ -361,8 +362,6 @@ def _typed(api: Any, file: str, status: bool, convert: Any) -> Workload:
     return Workload(file, api, typed.metadata, typed.spec, state, _placements(state))
 
 
-_ERROR = re.compile(r"(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?\Z", re.S)
-_PART = re.compile(r"\.(?P<key>[^.\[]+)|\[(?P<index>\d+|\.\.\.)\]")
 _MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`\Z")
 _EXPECTED = re.compile(r"Expected `(?P<want>[^`]*)`(?:, got `(?P<got>[^`]*)`)?(?P<rest>.*)\Z", re.S)
 _WORDS = {"array": "a list", "object": "a mapping", "str": "a string", "int": "an integer", "bool": "a boolean",
@@ -380,9 +379,7 @@ def decode_container(obj: Any) -> Container:
 
 
 def _translate(text: str) -> DecodeError:
-    match = _ERROR.match(text)
-    assert match is not None  # (the pattern matches any text)
-    message, loc = match["msg"], _loc(match["path"] or "")
+    message, loc = split_refusal(text)
     if _SEP in message:
         section, key, message = message.split(_SEP, 2)
         return DecodeError(message, loc + (section, key))
@@ -404,16 +401,6 @@ def _missing(loc: Loc) -> str:
     if loc[-1:] == ("template",) or loc[-2:] == ("template", "spec"):
         return _NEEDED[str(loc[-1])]
     return "required field is missing"
-
-
-def _loc(path: str) -> Loc:
-    parts: list[str | int] = []
-    for part in _PART.finditer(path):
-        if part["key"] is not None:
-            parts.append(part["key"])
-        elif part["index"] != "...":  # a mapping's value: msgspec does not say which key
-            parts.append(int(part["index"]))
-    return tuple(parts)
 
 
 def _placements(status: WorkloadStatus) -> tuple[Placement | None, ...]:
