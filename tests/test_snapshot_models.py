@@ -22,7 +22,7 @@ import pytest
 
 from gpustack_render.errors import UserError
 from gpustack_render.rules import load_rules
-from gpustack_render.snapshot import fastjson, fastyaml, inputs, load_snapshot, refusal
+from gpustack_render.snapshot import fastjson, inputs, load_snapshot, refusal, yamlread
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = load_rules(None)
@@ -91,9 +91,9 @@ def test_every_reader_gives_the_same_model(tmp_path: Path) -> None:
     files = _files(tmp_path)
     models = fastjson.fast_models_for(inputs.models(GROUP))
     assert fastjson.read_items(files["json"].read_bytes(), models) is not None
-    assert fastyaml.read_items(files["yaml"].read_bytes(), models) is not None
-    assert fastyaml.read_items(files["declined"].read_bytes(), models) is None
-    snaps = {name: load_snapshot([str(path)], RULES.settings_source, GROUP) for name, path in files.items()}
+    assert yamlread.read_items(files["yaml"].read_bytes(), models) is not None
+    assert yamlread.read_items(files["declined"].read_bytes(), models) is None
+    snaps = {name: load_snapshot([str(path)], RULES.settings.source, GROUP) for name, path in files.items()}
     for name, snap in snaps.items():
         assert type(snap.nodes["gpu-1"]) is inputs.Node, name
         assert type(snap.devices["gpu-1"]) is inputs.Devices, name
@@ -118,7 +118,7 @@ def _refused(tmp_path: Path, obj: dict[str, Any]) -> list[str]:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
     with pytest.raises(UserError) as err:
-        load_snapshot([str(path)], RULES.settings_source, GROUP)
+        load_snapshot([str(path)], RULES.settings.source, GROUP)
     return [line.replace(f"{path}:", "") for line in str(err.value).splitlines()]
 
 
@@ -171,7 +171,7 @@ def test_a_key_that_is_not_a_string(tmp_path: Path) -> None:
     path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  labels:\n    1: a\n  annotations: 5\n",
                     encoding="utf-8")
     with pytest.raises(UserError) as err:
-        load_snapshot([str(path)], RULES.settings_source, GROUP)
+        load_snapshot([str(path)], RULES.settings.source, GROUP)
     assert str(err.value).splitlines() == [f"error: {path}:5: Node/n: metadata.labels[1].[key]: expected a string, got 1",
                                            f"error: {path}:7: Node/n: metadata.annotations: expected a mapping, got 5"]
 
@@ -191,12 +191,12 @@ def test_keys_that_are_not_strings_where_the_model_has_fields_are_ignored(tmp_pa
     path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  1: x\nspec: {1: a}\n"
                     "status:\n  capacity: {cpu: '4'}\n  conditions: [{1: a}, {type: Ready, status: 'False', 2: b}]\n",
                     encoding="utf-8")
-    node = load_snapshot([str(path)], RULES.settings_source, GROUP).nodes["n"]
+    node = load_snapshot([str(path)], RULES.settings.source, GROUP).nodes["n"]
     assert node.status.ready == "False" and node.status.capacity == {"cpu": Fraction(4)}
     path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  labels:\n    1: a\n    b: [1]\n",
                     encoding="utf-8")
     with pytest.raises(UserError) as err:
-        load_snapshot([str(path)], RULES.settings_source, GROUP)
+        load_snapshot([str(path)], RULES.settings.source, GROUP)
     assert str(err.value) == f"error: {path}:7: Node/n: metadata.labels.b: must be a scalar (string, number or " \
                              "boolean), got list"
 
@@ -208,5 +208,5 @@ def test_keys_that_are_not_strings_are_ignored_after_a_first_refusal_too(tmp_pat
                     "  - id: g\n    manufacturer: 7\n    accelerators:\n    - id: a\n      status:\n"
                     "        logicalSliced: {1: x}\n", encoding="utf-8")
     with pytest.raises(UserError) as err:
-        load_snapshot([str(path)], RULES.settings_source, GROUP)
+        load_snapshot([str(path)], RULES.settings.source, GROUP)
     assert str(err.value) == f"error: {path}:8: Devices/d: spec.groups[0].manufacturer: expected a string, got 7"

@@ -1,7 +1,7 @@
 """The one typed model of each snapshot kind the renderer reads (inputs.md): msgspec structs.
 
 Every reader hands its objects to these structs, and every stage reads them: a JSON snapshot is
-decoded straight into them from its bytes (:mod:`.fastjson`, also behind :mod:`.fastyaml`), any
+decoded straight into them from its bytes (:mod:`.fastjson`, also behind :mod:`.yamlread`), any
 other object is converted from its plain data (``msgspec.convert``, :func:`gpustack_render.snapshot.refusal.refusals`
 words what they refuse). Only the fields the spec lists are modelled; every other field is ignored.
 Scalars are read the way the spec says, here in the model: label values of other scalar types as
