@@ -27,6 +27,10 @@ _YAML_READING = {"load", "load_all", "safe_load", "safe_load_all", "full_load", 
 _READERS = {"snapshot/yamlread.py", "rulesyaml.py"}
 # Names with a leading underscore that are their library's documented API.
 _DOCUMENTED = {"os._exit", "sys._getframe"}
+# BaseModel's class attributes listed in pydantic's API reference (``__pydantic_fields_complete__``,
+# which is not, was read before).
+_PYDANTIC_DOCUMENTED = {"__pydantic_decorators__", "__pydantic_root_model__", "__pydantic_complete__",
+                        "__pydantic_post_init__", "__pydantic_custom_init__", "__pydantic_fields__"}
 
 
 def _modules() -> list[tuple[str, ast.AST]]:
@@ -68,7 +72,9 @@ def test_no_private_attribute_of_another_library() -> None:
                     found.append(f"{name}:{node.lineno}: from {node.module} import "
                                  + ", ".join(alias.name for alias in node.names))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr in ("scanstring", "_parser", "_constants"):
+            if isinstance(node, ast.Attribute) and (node.attr in ("scanstring", "_parser", "_constants")
+                                                    or node.attr.startswith("__pydantic_")
+                                                    and node.attr not in _PYDANTIC_DOCUMENTED):
                 found.append(f"{name}:{node.lineno}: .{node.attr}")
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                     and node.value.id in imported and node.attr.startswith("_") and not node.attr.startswith("__") \

@@ -98,6 +98,8 @@ def _plan_model(model: type[BaseModel]) -> Check:
     config = dict(model.model_config)
     if set(config) - _HARMLESS_CONFIG or config.get("extra") != "forbid":
         raise Unsupported(f"{model.__name__}: model config {sorted(config)}")
+    # BaseModel's documented class attributes (pydantic's API reference): its decorators, private
+    # attributes and whether it is a RootModel.
     decorators = model.__pydantic_decorators__
     if (decorators.validators or decorators.field_validators or decorators.root_validators
             or decorators.model_validators or model.__private_attributes__
@@ -106,11 +108,10 @@ def _plan_model(model: type[BaseModel]) -> Check:
     fields: dict[str, tuple[str, Check]] = {}  # the input key → (field name, check)
     required: set[str] = set()
     hints: dict[str, Any] | None = None
-    resolved = getattr(model, "__pydantic_fields_complete__", False)  # every annotation evaluated
     for name, info in model.model_fields.items():
         _plain_field(model, name, info)
         annotation = info.annotation
-        if not resolved and _has_forward_ref(annotation):  # left unresolved at class creation (recursive)
+        if _has_forward_ref(annotation):  # left unresolved at class creation (recursive)
             hints = hints if hints is not None else typing.get_type_hints(model, include_extras=True)
             annotation = hints[name]
         key = info.alias if info.alias is not None else name
