@@ -76,10 +76,6 @@ def info_line(text: str) -> None:
         click.echo(f"{PROG}: {text}", err=True)
 
 
-def flush_warnings(diag: Diagnostics | None) -> None:
-    flush(diag, warn_line)
-
-
 def report_timings() -> None:
     """With ``-v``: how long each pipeline stage took (gpustack_render.timing)."""
     from gpustack_render import timing

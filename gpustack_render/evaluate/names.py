@@ -30,10 +30,6 @@ class NameNormaliser:
             out.append(name)
         return out
 
-    def character_pass(self, name: str, prefix: str, max_length: int) -> str:
-        """The character pass alone (lower-casing, the kept characters, prefix removal, the cut)."""
-        return self._normalize(name, prefix, max_length, False)
-
     def _normalize(self, name: str, prefix: str, max_length: int, strip_cruft: bool) -> str:
         if strip_cruft:
             for step in self._cruft:

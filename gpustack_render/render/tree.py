@@ -52,14 +52,13 @@ class Builder:
     """One template compiled: ``build(item)`` makes the object (see :func:`build_all` for the errors)."""
 
     def __init__(self, function: Callable[[Any], dict[str, Any]], where: dict[int, Position], code_file: str,
-                 values: Values, source: str, grows: bool, template: Any) -> None:
+                 values: Values, grows: bool, template: Any) -> None:
         self.build = function
         self.template = template  # the template document it was compiled from (with its positions)
         self.grows = grows  # a $for: the object's size depends on the data (checked, see build_all)
         self.where = where
         self.code_file = code_file
         self.values = values
-        self.source = source
 
     def position(self, err: BaseException) -> Position | None:
         """The template position of the innermost generated statement the error passed through;
@@ -391,7 +390,7 @@ def compile_template(data: Any, file: str, env: SandboxedEnvironment, context: C
                                  "JOIN": join_text}
     exec(compile(source, code_file, "exec"), namespace)  # our generated code: names above only
     values.floats.seen = emitter.floats
-    return Builder(namespace["build"], emitter.where, code_file, values, source, emitter.loops > 0, data)
+    return Builder(namespace["build"], emitter.where, code_file, values, emitter.loops > 0, data)
 
 
 def new_template_context(env: SandboxedEnvironment, name: str) -> Context:

@@ -17,7 +17,7 @@ from typing import Any
 from gpustack_render.errors import Problem, UserError, did_you_mean
 from gpustack_render.render import TEMPLATE_KINDS, load_template
 from gpustack_render.render.locate import locate
-from gpustack_render.render.tree import DIRECTIVES, is_directive, one_based
+from gpustack_render.render.tree import is_directive, one_based
 from gpustack_render.rules.lint import LintResult
 from gpustack_render.rulesyaml import item_at, key_at, value_at
 from gpustack_render.validate.crd_schema import Crds
