@@ -149,16 +149,17 @@ def validate_render(ctx: Context, templates_dir: Path | None, crds_dir: Path | N
     the snapshot; none with ``skip_schema``), plus every queue plan the renderer refused."""
     from gpustack_render.validate.crd_schema import crds_from_objects, load_crd_dir
     from gpustack_render.validate import Outcome, validate_objects
-    if crds_dir is not None and not skip_schema:  # the templates first: their problems at file:line:col
+    given = load_crd_dir(crds_dir) if crds_dir is not None and not skip_schema else None  # read once
+    if given is not None:  # the templates first: their problems at file:line:col
         from gpustack_render.validate.template_schema import check_templates
-        problems, notes = check_templates(templates_dir, load_crd_dir(crds_dir))
+        problems, notes = check_templates(templates_dir, given)
         if problems:
             return Outcome(lines=[p.format() for p in problems], notes=notes)
     objects = render_objects(ctx, templates_dir)
     refusals = [(q.name, q.refusal) for q in ctx.evaluation.plan.cluster_queues if q.refusal]
     if skip_schema:
         return validate_objects(objects, None, strict, refusals, skip_schema=True)
-    crds = load_crd_dir(crds_dir) if crds_dir is not None else crds_from_objects(ctx.snapshot.raw.values(), "snapshot")
+    crds = given if given is not None else crds_from_objects(ctx.snapshot.raw.values(), "snapshot")
     return validate_objects(objects, crds if crds.kinds else None, strict, refusals)
 
 
