@@ -21,7 +21,7 @@ import yaml
 
 from gpustack_render.errors import UserError
 from gpustack_render.memo import Bounded, Memo
-from gpustack_render.yamlscalars import LETTER_WORD as _LETTER_WORD, STR_TAG as _STR_TAG, read_as_non_string
+from gpustack_render.yamlscalars import STR_TAG as _STR_TAG, read_as_non_string
 from gpustack_render.yamlscalars import plainly_plain as _plainly_plain
 
 # libyaml's dumper when PyYAML has it, chosen at run time: typed Any so it can be a base class (the
@@ -87,10 +87,8 @@ def _slow_dump(obj: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 def _value_text(value: str) -> str:
     """How the dumper writes the string ``value`` as a mapping value, at column 0 (a line break's
-    next line indented by two); a letter word judged in one step (what :func:`_plainly_plain` would
-    do first), as most distinct values of a render are."""
-    fast = _LETTER_WORD[0]
-    if fast is not None and len(value) <= 128 and fast.match(value) or _plainly_plain(value):
+    next line indented by two)."""
+    if _plainly_plain(value):  # (a letter word in one step, as most distinct values of a render are)
         return value
     return _slow_dump({"k": value})[3:-1]
 
@@ -98,10 +96,7 @@ def _value_text(value: str) -> str:
 def _write_key(value: str) -> str | None:
     """How the dumper writes the string ``value`` as a key; ``None`` for a key it writes as ``? key``
     (a long or multi-line one)."""
-    if _plainly_plain(value):
-        return value
-    text = _slow_dump({value: 0})
-    return None if text.startswith("? ") else text[:-4]
+    return value if _plainly_plain(value) else _other_key(value)
 
 
 def _indented(text: str, pad: str) -> str:
@@ -130,9 +125,7 @@ class _Texts(dict[str, str]):
             if kind in _ALIASED:
                 raise _Off(kind.__name__)
             return _scalar_text(value, kind, self.pad)
-        fast = _LETTER_WORD[0]
-        text = value if fast is not None and len(value) <= 128 and fast.match(value) \
-            else _indented(_value_text(value), self.pad)
+        text = _indented(_value_text(value), self.pad)
         if len(self) >= 1 << 17:
             self.clear()
         self[value] = text
