@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import msgspec
 import pytest
 from budget import Branches, budget
 from hypothesis import given
@@ -105,7 +106,7 @@ def _container(limits: dict[str, Any] | None = None, requests: dict[str, Any] | 
 
 
 def demand(*containers: dict[str, Any]) -> Demand:
-    parsed = [Container(("c", i), workload_model.decode_container(c).requests) for i, c in enumerate(containers)]
+    parsed = [Container(("c", i), msgspec.convert(c, workload_model.Container).requests) for i, c in enumerate(containers)]
     return podset_demand(parsed, CLASSIFIER)
 
 

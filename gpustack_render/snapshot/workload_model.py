@@ -370,14 +370,6 @@ _WORDS = {"array": "a list", "object": "a mapping", "str": "a string", "int": "a
 _NEEDED = {"template": "a PodSet needs a template", "spec": "a PodSet template needs a spec"}
 
 
-def decode_container(obj: Any) -> Container:
-    """One (init) container typed alone (its location: inside the container)."""
-    try:
-        return msgspec.convert(obj, Container)
-    except msgspec.ValidationError as err:
-        raise _translate(str(err)) from None
-
-
 def _translate(text: str) -> DecodeError:
     message, loc = split_refusal(text)
     if _SEP in message:

@@ -175,8 +175,8 @@ def read_workloads(paths: Iterable[str], command: str, snapshot_kinds: frozenset
     return type_workloads(read_sources(paths, command, snapshot_kinds, misplaced), False, require_queue)
 
 
-def snapshot_workloads(snapshot: Snapshot, require_queue: bool = True) -> list[Workload]:
+def snapshot_workloads(snapshot: Snapshot) -> list[Workload]:
     """The snapshot's Workloads, typed with their status, in (namespace, name) order; two differing
     copies of one Workload (which ``render`` ignores) are a problem here."""
     sources = (WorkloadSource(obj, file) for file, obj in (snapshot.workloads[key] for key in sorted(snapshot.workloads)))
-    return type_workloads(sources, True, require_queue, snapshot.workload_problems)
+    return type_workloads(sources, True, True, snapshot.workload_problems)

@@ -84,13 +84,6 @@ def _engines() -> _Engines:
     return _Engines(ryml, re2.compile(_DANGER), re2.compile(_TOP_LINE), re2.compile(b"\n" + _TOP_LINE))
 
 
-def __getattr__(name: str) -> Any:
-    """``yamlread.ryml``: the rapidyaml module (``None`` when missing), loaded on first use."""
-    if name == "ryml":
-        return _engines().ryml
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def read_items(data: fastjson.Buffer, fast_models: Callable[[str, str], type | None]) -> list[Any] | None:
     """The objects of one YAML file, as :func:`fastjson.read_items` gives them, or ``None`` when
     the pre-scan cannot prove that rapidyaml reads it as PyYAML does, or rapidyaml refuses it (the
