@@ -81,7 +81,7 @@ def _quantity_text(text: str) -> Fraction:
 _QUANTITIES = Memo(_quantity_text, 1 << 16)
 
 
-def _quantities(values: dict[str, Any], loc: Loc) -> dict[str, Fraction]:
+def quantities(values: dict[str, Any], loc: Loc) -> dict[str, Fraction]:
     """A quantity map read (texts through :data:`_QUANTITIES`, YAML numbers by ``parse_quantity``)."""
     try:
         return {key: _QUANTITIES[value] for key, value in values.items()}
@@ -179,7 +179,7 @@ class NodeStatus(_Struct, frozen=True):
             msgspec.structs.force_setattr(self, "allocatable", allocatable)
             msgspec.structs.force_setattr(self, "ready", ready)
         if self.capacity is not None:
-            msgspec.structs.force_setattr(self, "capacity", _quantities(self.capacity, ("capacity",)))
+            msgspec.structs.force_setattr(self, "capacity", quantities(self.capacity, ("capacity",)))
 
 
 class NodeSpec(_Struct, frozen=True):

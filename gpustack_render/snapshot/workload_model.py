@@ -25,8 +25,7 @@ from typing import Annotated, Any, Mapping
 
 import msgspec
 
-from gpustack_render.k8s import QuantityError, parse_quantity
-from gpustack_render.memo import Memo
+from gpustack_render.snapshot.inputs import FieldError, quantities
 from gpustack_render.snapshot.refusal import split as split_refusal
 from gpustack_render.snapshot.topology_assignment import (DecodeError, Frozen, Loc, Placement, TopologyAssignment,
                                                           decode_topology)
@@ -38,22 +37,8 @@ DEFAULT_PODSET = "main"  # the CRD's default PodSet name
 REQUIRED_TOPOLOGY_ANNOTATION = GROUP + "/podset-required-topology"
 PREFERRED_TOPOLOGY_ANNOTATION = GROUP + "/podset-preferred-topology"
 
-_SEP = "\x1f"  # joins (field, key, message) in a refusal raised inside a struct: msgspec keeps only text
 _Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 _Count = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
-
-
-_QUANTITIES: Memo[str, Fraction] = Memo(parse_quantity, 1 << 14)  # requests repeat over thousands of Workloads
-
-
-def _quantities(section: str, values: Mapping[str, Any] | None) -> dict[str, Fraction]:
-    out: dict[str, Fraction] = {}
-    for name, raw in (values or {}).items():
-        try:
-            out[name] = _QUANTITIES[raw] if type(raw) is str else parse_quantity(raw)  # (refuses a non-scalar)
-        except QuantityError as err:
-            raise ValueError(_SEP.join((section, str(name), str(err)))) from None
-    return out
 
 
 class Resources(Frozen, frozen=True):
@@ -62,9 +47,9 @@ class Resources(Frozen, frozen=True):
 
     def __post_init__(self) -> None:
         if self.limits is not None:
-            msgspec.structs.force_setattr(self, "limits", _quantities("limits", self.limits))
+            msgspec.structs.force_setattr(self, "limits", quantities(self.limits, ("limits",)))
         if self.requests is not None:
-            msgspec.structs.force_setattr(self, "requests", _quantities("requests", self.requests))
+            msgspec.structs.force_setattr(self, "requests", quantities(self.requests, ("requests",)))
 
 
 class Container(Frozen, frozen=True):
@@ -119,7 +104,7 @@ class PodSpec(Frozen, frozen=True):
 
     def __post_init__(self) -> None:
         if self.overhead is not None:
-            msgspec.structs.force_setattr(self, "overhead", _quantities("overhead", self.overhead))
+            msgspec.structs.force_setattr(self, "overhead", quantities(self.overhead, ("overhead",)))
 
     def pod_requests(self) -> dict[str, Fraction]:
         """Per Pod, each resource: the larger of the app containers' sum and the largest single init
@@ -357,7 +342,7 @@ def _typed(api: Any, file: str, status: bool, convert: Any) -> Workload:
     try:
         typed: Any = convert()
     except msgspec.ValidationError as err:
-        raise _translate(str(err)) from None
+        raise _translate(err) from None
     state = typed.status if status else WorkloadStatus()
     return Workload(file, api, typed.metadata, typed.spec, state, _placements(state))
 
@@ -370,11 +355,11 @@ _WORDS = {"array": "a list", "object": "a mapping", "str": "a string", "int": "a
 _NEEDED = {"template": "a PodSet needs a template", "spec": "a PodSet template needs a spec"}
 
 
-def _translate(text: str) -> DecodeError:
-    message, loc = split_refusal(text)
-    if _SEP in message:
-        section, key, message = message.split(_SEP, 2)
-        return DecodeError(message, loc + (section, key))
+def _translate(err: msgspec.ValidationError) -> DecodeError:
+    message, loc = split_refusal(str(err))
+    cause = err.__cause__
+    if isinstance(cause, FieldError):  # a quantity refused in __post_init__ (inputs.quantities)
+        return DecodeError(str(cause), loc + cause.loc)
     missing = _MISSING.match(message)
     if missing:
         field = missing["field"]
