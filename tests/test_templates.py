@@ -288,3 +288,19 @@ def test_one_writer_writes_a_float_too(tmp_path: Path) -> None:
                                           sort_keys=False, explicit_start=True, default_flow_style=False,
                                           allow_unicode=True, width=1 << 20)
     assert "libyaml" not in result.stderr and "emitter" not in result.stderr
+
+
+def test_a_whole_expression_with_a_comment_is_checked_as_the_renderer_reads_it(tmp_path: Path) -> None:
+    """The CRD check reads a value as the compiler does (jinja2's parse): ``{# ... #}{{ 300 }}`` is one
+    whole expression, so it takes the expression's native value, an integer, and is not a string
+    written into an integer field."""
+    templates = _edited(tmp_path, "ResourceFlavor", "    - operator: Exists",
+                        '    - operator: Exists\n      tolerationSeconds: "{# seconds #}{{ 300 }}"')
+    result = invoke("lint", "--templates", str(templates), "--crds", str(_crds()))
+    assert result.exit_code == 0 and "OK" in result.stdout, result.output
+    rendered = invoke("render", str(DEMO), "--templates", str(templates))
+    assert rendered.exit_code == 0 and "tolerationSeconds: 300\n" in rendered.stdout, rendered.output
+    interpolated = _edited(tmp_path / "2", "ResourceFlavor", "    - operator: Exists",
+                           '    - operator: Exists\n      tolerationSeconds: "{{ 300 }}s"')
+    result = invoke("lint", "--templates", str(interpolated), "--crds", str(_crds()))
+    assert result.exit_code == 1 and "wrong type: the CRD wants integer, the template writes a string" in result.stdout

@@ -13,7 +13,7 @@ import operator
 from pathlib import Path
 from typing import Any, Sequence
 
-from jinja2 import StrictUndefined
+from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
 
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.evaluate.plan import Plan
@@ -22,7 +22,8 @@ from gpustack_render.memo import Bounded
 from gpustack_render.rules.schema import RENDER_KINDS
 from gpustack_render.render.locate import Templates, locate
 from gpustack_render.sandbox import BoundedSandbox, TimeBudgetExceeded, time_budget
-from gpustack_render.render.tree import Builder, build_all, compile_template, new_template_context, object_label
+from gpustack_render.render.tree import (Builder, build_all, compile_template, is_template_text, new_template_context,
+                                         object_label, whole_expression)
 from gpustack_render import rulesyaml
 from gpustack_render.yamlio import Manifests, read_text
 
@@ -49,6 +50,21 @@ def load_template(path: Path) -> Builder:
         data = rulesyaml.parse(text, display)
         builder = _BUILDERS[(display, text)] = compile_template(data, display, _ENV, _CONTEXT)
     return builder
+
+
+def takes_native_value(text: Any) -> bool:
+    """Whether a template's string scalar is one whole expression, and so takes the expression's own
+    value of any type, as the compiler reads it (jinja2's parse, comments and all)."""
+    if not is_template_text(text):
+        return False
+    try:
+        body = _ENV.parse(text).body
+    except TemplateSyntaxError:
+        return False
+    outputs = [node for node in body if isinstance(node, nodes.Output)]
+    if len(outputs) != len(body):  # a statement: the compiler refuses it
+        return False
+    return whole_expression([part for node in outputs for part in node.nodes]) is not None
 
 
 class Renderer:

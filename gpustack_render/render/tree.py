@@ -48,6 +48,21 @@ EXPRESSION_ERRORS = (TemplateError, NotData, ArithmeticError, LookupError, TypeE
 Position = tuple[int, int]  # 1-based line and column in the template
 
 
+def is_template_text(text: Any) -> bool:
+    """A string scalar jinja2 reads (an expression, a statement or a comment in it); anything else
+    is a literal."""
+    return isinstance(text, str) and ("{{" in text or "{%" in text or "{#" in text)
+
+
+def whole_expression(parts: Sequence[nodes.Node]) -> nodes.Node | None:
+    """The one expression a scalar's parts are, with only blanks around it: the scalar then takes
+    the expression's native value (a number, a map, ...); ``None`` for text with expressions in it."""
+    exprs = [p for p in parts if not isinstance(p, nodes.TemplateData)]
+    if len(exprs) == 1 and all(not p.data.strip() for p in parts if isinstance(p, nodes.TemplateData)):
+        return exprs[0]
+    return None
+
+
 class Builder:
     """One template compiled: ``build(item)`` makes the object (see :func:`build_all` for the errors)."""
 
@@ -159,21 +174,21 @@ class _Emitter:
 
     def scalar(self, text: str, depth: int, at: Position | None, native: str = "NATIVE") -> tuple[str, bool]:
         """Code for a string scalar (a literal or a local) and whether it may be ``omit``."""
-        if "{{" not in text and "{%" not in text and "{#" not in text:
+        if not is_template_text(text):
             return repr(str(text)), False
         parts = self.parts(text, at)
         if parts is None:
             return "None", False
-        exprs = [p for p in parts if not isinstance(p, nodes.TemplateData)]
-        if not exprs:
+        if all(isinstance(p, nodes.TemplateData) for p in parts):
             return repr("".join(p.data for p in parts if isinstance(p, nodes.TemplateData))), False
-        if len(exprs) == 1 and all(not p.data.strip() for p in parts if isinstance(p, nodes.TemplateData)):
-            code = self.code(exprs[0], at)
+        whole = whole_expression(parts)
+        if whole is not None:
+            code = self.code(whole, at)
             if code is None:
                 return "None", False
             temp = self.assign(depth, code, at)
             self.line(depth, f"if type({temp}) is not str: {temp} = {native}({temp})", at)
-            return temp, self.writer.uses_omit(exprs[0])
+            return temp, self.writer.uses_omit(whole)
         codes = []
         for part in parts:
             code = repr(part.data) if isinstance(part, nodes.TemplateData) else self.code(part, at)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gpustack_render.errors import Problem, UserError, did_you_mean
-from gpustack_render.render import TEMPLATE_KINDS, load_template
+from gpustack_render.render import TEMPLATE_KINDS, load_template, takes_native_value
 from gpustack_render.render.locate import locate
-from gpustack_render.render.tree import is_directive, one_based
+from gpustack_render.render.tree import is_directive, is_template_text, one_based
 from gpustack_render.rules.lint import LintResult
 from gpustack_render.rulesyaml import item_at, key_at, value_at
 from gpustack_render.validate.crd_schema import Crds
@@ -69,15 +69,6 @@ def _schema_of(data: Any, crds: Crds) -> dict[str, Any] | None:
     return crd.schema if crd is not None else None
 
 
-def _is_expression(text: Any) -> bool:
-    return isinstance(text, str) and ("{{" in text or "{%" in text)
-
-
-def _whole_expression(text: str) -> bool:
-    stripped = text.strip()
-    return stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1
-
-
 class _Checker:
     def __init__(self, file: str, problems: list[Problem]) -> None:
         self.file = file
@@ -101,8 +92,8 @@ class _Checker:
                 for index, value in enumerate(node):
                     self.node(value, schema.get("items") or {}, f"{path}[{index}]", one_based(item_at(node, index)),
                               True)
-        elif _is_expression(node):
-            if not _whole_expression(node):
+        elif is_template_text(node):
+            if not takes_native_value(node):
                 self.typed("string", schema, path, at)
         else:
             self.scalar(node, schema, path, at)
@@ -146,7 +137,7 @@ class _Checker:
                 continue
             where = f"{path}.{key}"
             key_position, value_position = one_based(key_at(node, key)), one_based(value_at(node, key))
-            if _is_expression(key):
+            if is_template_text(key):
                 merged = True
                 continue
             if key in properties:
