@@ -29,7 +29,7 @@ from jinja2.runtime import Context, new_context
 from jinja2.sandbox import SandboxedEnvironment
 
 from gpustack_render.errors import Problem, UserError
-from gpustack_render.sandbox import TimeBudgetExceeded
+from gpustack_render.sandbox import EXPRESSION_ERRORS as SANDBOX_ERRORS, TimeBudgetExceeded
 from gpustack_render.render.expr import ExprWriter, Names, Unsupported, join_text, parse_expression
 from gpustack_render.rulesyaml import item_at, key_at, value_at
 from gpustack_render.render.values import OMIT, NotData, Values
@@ -42,8 +42,10 @@ _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + "/"
 _FOR = re.compile(r"\A\s*([A-Za-z_][A-Za-z_0-9]*(?:\s*,\s*[A-Za-z_][A-Za-z_0-9]*)*)\s+in\s+(.+?)\s*\Z", re.S)
 
 
-# What an expression can raise on the data (anything else raised in a builder is a bug of ours).
-EXPRESSION_ERRORS = (TemplateError, NotData, ArithmeticError, LookupError, TypeError, ValueError, AttributeError)
+# What an expression can raise on the data (anything else raised in a builder is a bug of ours): the
+# sandbox's list, plus a value that is not data, but not RecursionError: a build that recurses too
+# deeply is reported as a bug of ours (exit 3), as it always was.
+EXPRESSION_ERRORS = (NotData, *(error for error in SANDBOX_ERRORS if error is not RecursionError))
 
 Position = tuple[int, int]  # 1-based line and column in the template
 
