@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from gpustack_render.diff.quota import QuotaEdge, list_value as _list, object_name as _name, object_spec as _spec
-from gpustack_render.diff.quota import queue_quota, quota_edges as _quota_edges, quota_totals as _totals
+from gpustack_render.diff.quota import quota_edges as _quota_edges, quota_totals as _totals
 
 # Kueue's stop policy meaning "admit as usual"; anything else holds the queue.
 ACTIVE_STOP_POLICY = "None"
@@ -24,7 +24,7 @@ ACTIVE_STOP_POLICY = "None"
 MERMAID_MAX_TEXT = 50_000
 
 __all__ = ["FlavorBox", "PoolGraph", "QueueBox", "QuotaEdge", "build_graph", "count_nodes_per_flavor",
-           "pool_names", "queue_quota", "to_dot", "to_mermaid"]
+           "pool_names", "to_dot", "to_mermaid"]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from gpustack_render.evaluate.flavors import flavor_fields
 from gpustack_render.evaluate.plan import ClusterQueuePlan, FlavorPlan
 from gpustack_render.k8s import format_decimal_si
 from gpustack_render.tables import kubectl_lines
-from gpustack_render.views.graph import ACTIVE_STOP_POLICY, queue_quota
+from gpustack_render.diff.quota import queue_quota
+from gpustack_render.views.graph import ACTIVE_STOP_POLICY
 
 NONE = "<none>"        # kubectl's text for an empty cell
 UNKNOWN = "<unknown>"  # a value the snapshot cannot tell (no Devices, hence no fit labels)
