@@ -138,10 +138,6 @@ def _header(case: Case, cwd: Path, default_rules: Path | None = None, writer: st
     return "\n".join(lines) + "\n"
 
 
-def _dump(doc: Any) -> str:
-    return dump_yaml(doc)  # the one YAML writer, as render writes
-
-
 def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path | None = None,
                   writer: str = TEST_UPDATE_WRITER) -> str:
     """The golden text for ``actual`` (only the selected items), headed by :func:`_header`."""
@@ -150,8 +146,8 @@ def render_golden(case: Case, actual: list[Any], cwd: Path, default_rules: Path 
         return text
     chosen = select(case, actual)
     if case.command in LIST_COMMANDS:
-        return text + "".join("---\n" + _dump(obj) for obj in chosen)
-    return text + "---\n" + _dump(chosen)
+        return text + "".join("---\n" + dump_yaml(obj) for obj in chosen)
+    return text + "---\n" + dump_yaml(chosen)
 
 
 def _without_writer(text: str) -> str:

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from gpustack_render.casetest.case import ADMIT, Case
+from gpustack_render.errors import PROG
+from gpustack_render.rules.overlay import BUILT_IN
 
 # (argv, cwd) -> (exit code, stdout, stderr)
 Invoker = Callable[[Sequence[str], Path], "tuple[int, str, str]"]
@@ -25,10 +27,8 @@ def _rel(target: Path, cwd: Path) -> str:
         return str(target)
 
 
-PROGRAM = "gpustack-render"
-
-
-BUILT_IN_RULES = "built-in"
+PROGRAM = PROG  # the console script's name (a case run as `gpustack-render ...` rather than `python -m`)
+BUILT_IN_RULES = BUILT_IN  # how a run with the built-in rules names them, as the overlay does
 
 
 def rules_dir_for(case: Case, default_rules: Path | None = None) -> Path | None:
