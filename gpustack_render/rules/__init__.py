@@ -19,7 +19,7 @@ from gpustack_render.rules.model import (ACCEL_FLAVOR_FIELDS, CAPACITY_VARIABLES
                                          KindMetadata, LifecycleMarkers, LifecycleWarningRule, ManufacturerRule,
                                          PresetEntry, PresetTier, QuotaRule, Rules, SavedStopPolicyRule,
                                          StopPolicyRule)
-from gpustack_render.rules.read import Document, default_document, read_documents, rule_error, validate
+from gpustack_render.rules.read import Document, default_document, rule_error
 from gpustack_render.rules.resources import default_rules_dir
 
 __all__ = ["ACCEL_FLAVOR_FIELDS", "CAPACITY_VARIABLES", "CPU_FLAVOR_FIELDS", "HOSTNAME_LEVEL", "QUOTA_VARIABLES",
@@ -91,8 +91,12 @@ def _compiled(rules_dir: Path, resolved: overlay.Resolved, problems: list[Proble
     the built-in rules themselves are broken, every intact kind is still compiled and checked."""
     by_kind = resolved.by_kind
     unreadable = sum(p.message.startswith("invalid YAML") for p in problems)
-    for kind in sorted(schema.OPTIONAL_KINDS - set(by_kind)):
-        by_kind[kind] = _builtin_document(kind, rules_dir) or default_document(kind, rules_dir)
+    missing = set(schema.OPTIONAL_KINDS) - set(by_kind)
+    # A directory copied before an optional kind existed gets the operator's defaults, not an empty model.
+    builtin = {} if overlay.is_built_in(rules_dir) else overlay.builtin_documents(missing)
+    for kind in sorted(missing):
+        doc = builtin.get(kind)
+        by_kind[kind] = doc if doc is not None and doc.model is not None else default_document(kind, rules_dir)
     if not unreadable:  # a file that did not parse may well be the "missing" kind
         why = "" if resolved.inherits else f" ({resolved.switch_file} says inherit: false)"
         problems.extend(Problem(f"no rule file of kind {kind}{why}", file=str(rules_dir))
@@ -107,18 +111,6 @@ def _compiled(rules_dir: Path, resolved: overlay.Resolved, problems: list[Proble
     raise rule_error(problems)
 
 
-def _builtin_document(kind: str, rules_dir: Path) -> Document | None:
-    """The built-in rule file of an optional ``kind`` a rules directory leaves out (a directory
-    copied before the kind existed gets the operator's defaults, not an empty model)."""
-    if overlay.is_built_in(rules_dir):
-        return None
-    for doc in read_documents(default_rules_dir(), []):
-        if doc.kind == kind:
-            validate(doc, [])
-            return doc if doc.model is not None else None
-    return None
-
-
 def _substitute_builtin(rules_dir: Path, merged: dict[str, Document]) -> set[str]:
     """Fill the kinds ``rules_dir`` lacks or breaks with the built-in ones (in place), so that the
     intact files' cross-references are checked; returns the substitutes' files (never reported on).
@@ -126,10 +118,6 @@ def _substitute_builtin(rules_dir: Path, merged: dict[str, Document]) -> set[str
     broken = [k for k in schema.RULE_KINDS if k not in merged]
     if not broken or overlay.is_built_in(rules_dir):
         return set()
-    substitutes: set[str] = set()
-    for doc in read_documents(default_rules_dir(), []):
-        if doc.kind in broken:
-            validate(doc, [])
-            merged[doc.kind] = doc
-            substitutes.add(doc.file)
-    return substitutes
+    found = overlay.builtin_documents(set(broken))
+    merged.update(found)
+    return {doc.file for doc in found.values()}

@@ -51,14 +51,20 @@ def resolve(rules_dir: Path, problems: list[Problem]) -> Resolved:
     inherits = switch is None or switch.model is None or bool(switch.model.inherit)
     if not inherits or is_built_in(rules_dir):
         return Resolved(by_kind, [], inherits, Path(switch.file).name if switch is not None else SWITCH_FILE)
-    inherited = []
-    full_copy = set(schema.RULE_KINDS) <= set(by_kind)  # then the built-in files are not read
-    for doc in [] if full_copy else read_documents(default_rules_dir(), []):
-        if doc.kind in schema.RULE_KINDS and doc.kind not in by_kind:
-            validate(doc, [])
-            by_kind[doc.kind] = doc
-            inherited.append(doc.kind)
+    inherited = builtin_documents(set(schema.RULE_KINDS) - set(by_kind))
+    by_kind.update(inherited)
     return Resolved(by_kind, sorted(inherited), inherits)
+
+
+def builtin_documents(kinds: set[str]) -> dict[str, Document]:
+    """The built-in rule files of ``kinds`` by kind, each validated; none read when ``kinds`` is
+    empty (a directory with a file of every kind)."""
+    found: dict[str, Document] = {}
+    for doc in read_documents(default_rules_dir(), []) if kinds else []:
+        if doc.kind in kinds and doc.kind not in found:
+            validate(doc, [])
+            found[doc.kind] = doc
+    return found
 
 
 def one_per_kind(documents: list[Document], problems: list[Problem]) -> dict[str, Document]:
