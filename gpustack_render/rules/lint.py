@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpustack_render.errors import Problem, UserError
+from gpustack_render.errors import Problem
 from gpustack_render.rules import overlay
 from gpustack_render.rules.overlay import BUILT_IN
 from gpustack_render.rules.resources import default_rules_dir
@@ -92,10 +92,7 @@ def lint_rules(rules_dir: Path | None = None) -> LintResult:
     A missing rules directory is not a lint finding but a usage error (raised)."""
     from gpustack_render.rules import lint_load
     directory = display_dir(rules_dir)
-    if not directory.is_dir():
-        raise UserError.single("rules directory not found", file=str(directory))
-    overlay.check_holds_rules(directory)
+    kinds, found = lint_load(directory)  # (overlay.resolve refuses a missing directory or one of no rules)
     files = overlay.rule_files(directory)
-    kinds, found = lint_load(directory)
     problems = [dataclasses.replace(p, compiler_style=True) for p in found]
     return LintResult(directory, files, problems, built_in=rules_dir is None, kinds=kinds)
