@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from gpustack_render.errors import Problem, UserError
+from gpustack_render.emit import KUSTOMIZATION, kustomization_resources
 from gpustack_render.k8s import is_list_kind
 from gpustack_render.diff.manifests import _plain, _read_bytes, _Written, file_objects, is_stdin, read_manifests
 from gpustack_render.snapshot.yamlread import parse_documents
 from gpustack_render.yamlio import WRITE_ERRORS, dump_yaml_stream
 
-KUSTOMIZATION = "kustomization.yaml"
 # A listed file in the form ``render -o`` names files (lower-case kind, DNS-style namespace and name, a
 # manifest suffix): not ``.`` nor a path with ``/``, so DIR joined with it is DIR + "/" + name, as
 # pathlib joins it.
@@ -129,8 +129,8 @@ def _listed(kustomization: Path) -> list[str] | None:
         docs = parse_documents(data.decode("utf-8"), str(kustomization))
     except (UnicodeDecodeError, UserError):
         return None
-    resources = docs[0].get("resources") if len(docs) == 1 and isinstance(docs[0], dict) else None
-    if not isinstance(resources, list) \
+    resources = kustomization_resources(docs) if len(docs) == 1 else None
+    if resources is None \
             or not all(isinstance(name, str) and _NAME.fullmatch(name) for name in resources):
         return None
     return resources

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from gpustack_render.emit import MANIFEST_SUFFIXES
+from gpustack_render.emit import KUSTOMIZATION, MANIFEST_SUFFIXES, kustomization_resources
 from gpustack_render.errors import Problem, UserError
 from gpustack_render.k8s import identity
 from gpustack_render.snapshot import flatten_lists, stdin_text
@@ -31,11 +31,11 @@ def _files(path: Path) -> list[Path]:
         raise UserError.single("no such file or directory", file=str(path))
     if not path.is_dir():
         return [path]
-    kustomization = path / "kustomization.yaml"
+    kustomization = path / KUSTOMIZATION
     if kustomization.is_file():
         docs = parse_documents(read_text(kustomization, str(kustomization)), str(kustomization))
-        resources = docs[0].get("resources") if docs and isinstance(docs[0], dict) else None
-        if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
+        resources = kustomization_resources(docs)
+        if resources is None or not all(isinstance(r, str) for r in resources):
             raise UserError.single("has no 'resources' list of file names", file=str(kustomization))
         return [path / r for r in resources]
     return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)

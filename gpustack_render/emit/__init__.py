@@ -57,14 +57,19 @@ def _is_manifest(entry: Path) -> bool:
         and not entry.name.upper().startswith("README")
 
 
+def kustomization_resources(docs: list[Any]) -> list[Any] | None:
+    """The ``resources`` list of a kustomization file's documents (its first), or ``None``."""
+    resources = docs[0].get("resources") if docs and isinstance(docs[0], dict) else None
+    return resources if isinstance(resources, list) else None
+
+
 def _previous_resources(target: Path) -> set[str]:
     """The files an earlier render listed in its ``kustomization.yaml`` (what it wrote)."""
     try:
         docs = yamlread.documents((target / KUSTOMIZATION).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yamlread.Invalid):  # unreadable: nothing in it counts as ours
         return set()
-    resources = docs[0].get("resources") if docs and isinstance(docs[0], dict) else None
-    return {str(r) for r in resources} if isinstance(resources, list) else set()
+    return {str(r) for r in kustomization_resources(docs) or ()}
 
 
 def _kept_entries(target: Path) -> list[Path]:
