@@ -99,7 +99,7 @@ def _quantity(value: Any, loc: Loc, field: Loc | None = None) -> Fraction:
 _Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class _Struct(msgspec.Struct, frozen=True, gc=False):
+class Frozen(msgspec.Struct, frozen=True, gc=False):
     """The base of the models. msgspec inherits ``frozen``, but type checkers read each class on its
     own (dataclass_transform), so every subclass restates ``frozen=True``.
 
@@ -107,7 +107,7 @@ class _Struct(msgspec.Struct, frozen=True, gc=False):
     struct of a snapshot holds only strings, numbers and containers of them, never itself."""
 
 
-class Meta(_Struct, frozen=True):
+class Meta(Frozen, frozen=True):
     name: _Name
     namespace: str = ""
     labels: dict[str, Any] | None = None  # values as text (__post_init__)
@@ -154,7 +154,7 @@ def admit_view(capacity: Any, allocatable: Any, conditions: Any) -> tuple[Any, s
     return differs, ready
 
 
-class NodeCondition(_Struct, frozen=True):
+class NodeCondition(Frozen, frozen=True):
     """One of a Node's conditions, as ``admit_view`` reads it (any field of any type)."""
 
     type: Any = None
@@ -167,7 +167,7 @@ _AnyScalar = Union[str, int, float, bool, None]
 _Conditions = Union[list[Union[NodeCondition, list[Any], _AnyScalar]], dict[Any, Any], _AnyScalar]
 
 
-class NodeStatus(_Struct, frozen=True):
+class NodeStatus(Frozen, frozen=True):
     capacity: dict[str, Any] | None = None  # None: the Node has no status.capacity at all; Fractions
     # Read by ``admit`` only, compact (admit_view): a render never fails on them nor keeps them whole.
     allocatable: Any = None
@@ -182,7 +182,7 @@ class NodeStatus(_Struct, frozen=True):
             msgspec.structs.force_setattr(self, "capacity", quantities(self.capacity, ("capacity",)))
 
 
-class NodeSpec(_Struct, frozen=True):
+class NodeSpec(Frozen, frozen=True):
     taints: Any = None
     unschedulable: Any = None
 
@@ -192,7 +192,7 @@ class NodeSpec(_Struct, frozen=True):
 # is checked on every ``kind`` key of the object (all must name it) and ``apiVersion`` is read as it
 # comes (its group decides, in fastjson, whether the object is of the bulk kind at all).
 
-class Node(_Struct, frozen=True, tag="Node", tag_field="kind"):
+class Node(Frozen, frozen=True, tag="Node", tag_field="kind"):
     metadata: Meta
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
@@ -201,42 +201,42 @@ class Node(_Struct, frozen=True, tag="Node", tag_field="kind"):
 
 # --- Devices ---------------------------------------------------------------------------------------
 
-class SlicedDetailLogical(_Struct, frozen=True):
+class SlicedDetailLogical(Frozen, frozen=True):
     count: int = 0
     coresPercentageOvercommit: bool | None = None
 
 
-class SlicedDetail(_Struct, frozen=True):
+class SlicedDetail(Frozen, frozen=True):
     logical: SlicedDetailLogical | None = None
 
 
-class LogicalSliced(_Struct, frozen=True):
+class LogicalSliced(Frozen, frozen=True):
     count: int = 0
     coresPercentageOvercommit: bool = False
 
 
-class StaticProfile(_Struct, frozen=True):
+class StaticProfile(Frozen, frozen=True):
     name: str
     count: int = 0
 
 
-class PhysicalSliced(_Struct, frozen=True):
+class PhysicalSliced(Frozen, frozen=True):
     count: int = 0
     profiles: list[StaticProfile] = msgspec.field(default_factory=list)
 
 
-class AcceleratorStatus(_Struct, frozen=True):
+class AcceleratorStatus(Frozen, frozen=True):
     logicalSliced: LogicalSliced | None = None
     physicalSliced: PhysicalSliced | None = None
 
 
-class Accelerator(_Struct, frozen=True):
+class Accelerator(Frozen, frozen=True):
     id: _Name
     index: int | None = None
     status: AcceleratorStatus = msgspec.field(default_factory=AcceleratorStatus)
 
 
-class DeviceGroup(_Struct, frozen=True):
+class DeviceGroup(Frozen, frozen=True):
     id: _Name
     manufacturer: _Name
     name: str = ""
@@ -244,7 +244,7 @@ class DeviceGroup(_Struct, frozen=True):
     accelerators: list[Accelerator] = msgspec.field(default_factory=list)
 
 
-class ProfileCount(_Struct, frozen=True):
+class ProfileCount(Frozen, frozen=True):
     name: str
     count: int = 0
 
@@ -259,7 +259,7 @@ def mode_refusal(value: Any) -> str:
     return f"{value!r} is not an allocation mode (0-5 or None, Exclusive, Shared, Sliced, Partitioned, Visibility)"
 
 
-class LedgerAccelerator(_Struct, frozen=True):
+class LedgerAccelerator(Frozen, frozen=True):
     id: _Name
     mode: _ModeNumber | str = 0  # a name: its number (DevicesStatus)
     allocated: int = 0
@@ -269,17 +269,17 @@ class LedgerAccelerator(_Struct, frozen=True):
     remainingProfiles: list[ProfileCount] = msgspec.field(default_factory=list)
 
 
-class LedgerGroup(_Struct, frozen=True):
+class LedgerGroup(Frozen, frozen=True):
     id: _Name
     manufacturer: _Name
     accelerators: list[LedgerAccelerator] = msgspec.field(default_factory=list)
 
 
-class DevicesSpec(_Struct, frozen=True):
+class DevicesSpec(Frozen, frozen=True):
     groups: list[DeviceGroup] = msgspec.field(default_factory=list)
 
 
-class DevicesStatus(_Struct, frozen=True):
+class DevicesStatus(Frozen, frozen=True):
     groups: list[LedgerGroup] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -299,7 +299,7 @@ class DevicesStatus(_Struct, frozen=True):
         return ("groups", g, "accelerators", next(i for i, one in enumerate(group.accelerators) if one is card), MODE_FIELD)
 
 
-class Devices(_Struct, frozen=True, tag="Devices", tag_field="kind"):
+class Devices(Frozen, frozen=True, tag="Devices", tag_field="kind"):
     metadata: Meta
     spec: DevicesSpec = msgspec.field(default_factory=DevicesSpec)
     status: DevicesStatus = msgspec.field(default_factory=DevicesStatus)
@@ -308,17 +308,17 @@ class Devices(_Struct, frozen=True, tag="Devices", tag_field="kind"):
 
 # --- the rest ----------------------------------------------------------------------------------------
 
-class NamespaceStatus(_Struct, frozen=True):
+class NamespaceStatus(Frozen, frozen=True):
     phase: str = ""
 
 
-class Namespace(_Struct, frozen=True, tag="Namespace", tag_field="kind"):
+class Namespace(Frozen, frozen=True, tag="Namespace", tag_field="kind"):
     metadata: Meta
     status: NamespaceStatus = msgspec.field(default_factory=NamespaceStatus)
     apiVersion: Any = None
 
 
-class InstanceTypeSpec(_Struct, frozen=True, kw_only=True):  # (kw_only: the fields in the CRD's order)
+class InstanceTypeSpec(Frozen, frozen=True, kw_only=True):  # (kw_only: the fields in the CRD's order)
     acceleratable: bool = False
     acceleratorGroup: str = ""
     generalGroup: str = ""
@@ -327,12 +327,12 @@ class InstanceTypeSpec(_Struct, frozen=True, kw_only=True):  # (kw_only: the fie
     inactive: bool = False
 
 
-class InstanceType(_Struct, frozen=True):
+class InstanceType(Frozen, frozen=True):
     metadata: Meta
     spec: InstanceTypeSpec
 
 
-class QuotaResource(_Struct, frozen=True):
+class QuotaResource(Frozen, frozen=True):
     name: str
     nominalQuota: Any  # a Fraction (__post_init__)
 
@@ -340,69 +340,69 @@ class QuotaResource(_Struct, frozen=True):
         msgspec.structs.force_setattr(self, "nominalQuota", _quantity(self.nominalQuota, ("nominalQuota",)))
 
 
-class QuotaFlavor(_Struct, frozen=True):
+class QuotaFlavor(Frozen, frozen=True):
     name: str
     resources: list[QuotaResource] = msgspec.field(default_factory=list)
 
 
-class ResourceGroup(_Struct, frozen=True):
+class ResourceGroup(Frozen, frozen=True):
     flavors: list[QuotaFlavor] = msgspec.field(default_factory=list)
 
 
-class ClusterQueueSpec(_Struct, frozen=True):
+class ClusterQueueSpec(Frozen, frozen=True):
     resourceGroups: list[ResourceGroup] = msgspec.field(default_factory=list)
     stopPolicy: str = ""
 
 
-class ClusterQueueStatus(_Struct, frozen=True):
+class ClusterQueueStatus(Frozen, frozen=True):
     reservingWorkloads: int = 0
     admittedWorkloads: int = 0
 
 
-class ClusterQueue(_Struct, frozen=True):
+class ClusterQueue(Frozen, frozen=True):
     metadata: Meta
     spec: ClusterQueueSpec = msgspec.field(default_factory=ClusterQueueSpec)
     status: ClusterQueueStatus = msgspec.field(default_factory=ClusterQueueStatus)
     raw_resource_groups: Any = None  # spec.resourceGroups as written (set when placed)
 
 
-class Condition(_Struct, frozen=True):
+class Condition(Frozen, frozen=True):
     type: str
     status: str = ""
 
 
-class ConditionsStatus(_Struct, frozen=True):
+class ConditionsStatus(Frozen, frozen=True):
     conditions: list[Condition] = msgspec.field(default_factory=list)
 
 
-class AdmissionCheck(_Struct, frozen=True):
+class AdmissionCheck(Frozen, frozen=True):
     metadata: Meta
     status: ConditionsStatus = msgspec.field(default_factory=ConditionsStatus)
 
 
-class TopologyLevel(_Struct, frozen=True):
+class TopologyLevel(Frozen, frozen=True):
     nodeLabel: str
 
 
-class TopologySpec(_Struct, frozen=True):
+class TopologySpec(Frozen, frozen=True):
     levels: list[TopologyLevel] = msgspec.field(default_factory=list)
 
 
-class Topology(_Struct, frozen=True):
+class Topology(Frozen, frozen=True):
     metadata: Meta
     spec: TopologySpec = msgspec.field(default_factory=TopologySpec)
 
 
-class ResourceFlavorSpec(_Struct, frozen=True):
+class ResourceFlavorSpec(Frozen, frozen=True):
     topologyName: str = ""
 
 
-class ResourceFlavor(_Struct, frozen=True):
+class ResourceFlavor(Frozen, frozen=True):
     metadata: Meta
     spec: ResourceFlavorSpec = msgspec.field(default_factory=ResourceFlavorSpec)
 
 
-class SettingsObject(_Struct, frozen=True):
+class SettingsObject(Frozen, frozen=True):
     metadata: Meta
     data: dict[str, Any] | None = None  # values as text (__post_init__)
     stringData: dict[str, Any] | None = None
@@ -411,7 +411,7 @@ class SettingsObject(_Struct, frozen=True):
         _text_maps(self, "data", "stringData")
 
 
-Model = type[_Struct]
+Model = type[Frozen]
 """The model of a kind: one of the structs above."""
 
 BULK: tuple[Model, ...] = (Node, Devices, Namespace)

@@ -2,7 +2,8 @@
 either form Kueue writes: ``domains`` (v1beta1) or ``slices`` (v1beta2: ``levels``, ``domainCount``,
 ``valuesPerLevel`` with ``universal`` or ``individual`` ``prefix``/``roots``/``suffix``,
 ``podCounts``). One that does not decode is a :class:`DecodeError` naming the field. Part of the
-Workload model (:mod:`.workload_model`), whose base struct and error live here.
+Workload model (:mod:`.workload_model`), whose error lives here (its base struct is the snapshot
+models' own, :class:`.inputs.Frozen`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated, Iterator
 
 import msgspec
 
-Loc = tuple[str | int, ...]
+from gpustack_render.snapshot.inputs import Frozen, Loc
 
 
 class DecodeError(Exception):
@@ -21,10 +22,6 @@ class DecodeError(Exception):
     def __init__(self, message: str, loc: Loc) -> None:
         super().__init__(message)
         self.message, self.loc = message, loc
-
-
-class Frozen(msgspec.Struct, frozen=True, gc=False):
-    """Frozen, not tracked by the cycle collector (decoded plain data cannot form a cycle)."""
 
 
 class PodCounts(Frozen, frozen=True):
